@@ -1,0 +1,49 @@
+"""Errors a user can cause, as one tree.
+
+::
+
+    IdemproxyError
+     +-- ConfigError       a bad config file, flag, variable or policy; the CLI exits 2 with it
+     +-- RequestRefused    a request answered with a problem document instead of being forwarded
+
+Store failures have their own tree in :mod:`idemproxy.store.base`, since the store imports
+nothing of ours above it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class IdemproxyError(Exception):
+    """Base of every error a user of idemproxy can cause."""
+
+
+class ConfigError(IdemproxyError):
+    """Configuration that cannot be used; the message names the source, the field and the fix."""
+
+
+class ProblemCode(StrEnum):
+    MISSING_IDEMPOTENCY_KEY = "missing-idempotency-key"
+    INVALID_IDEMPOTENCY_KEY = "invalid-idempotency-key"
+    INVALID_REQUEST = "invalid-request"
+    UNKNOWN_UPSTREAM = "unknown-upstream"
+    REQUEST_IN_PROGRESS = "request-in-progress"
+    OUTCOME_UNKNOWN = "outcome-unknown"
+    BODY_TOO_LARGE = "body-too-large"
+    IDEMPOTENCY_KEY_REUSED = "idempotency-key-reused"
+    UPSTREAM_UNREACHABLE = "upstream-unreachable"
+    UPSTREAM_DISCONNECTED = "upstream-disconnected"
+    STORE_UNAVAILABLE = "store-unavailable"
+    UPSTREAM_TIMEOUT = "upstream-timeout"
+    SHUTTING_DOWN = "shutting-down"
+
+
+class RequestRefused(IdemproxyError):
+    """A request the proxy answers itself; ``detail`` tells the agent what to do next."""
+
+    def __init__(self, code: ProblemCode, detail: str, *, retry_after_s: int | None = None):
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+        self.retry_after_s = retry_after_s

@@ -1,0 +1,1 @@
+"""Routes, policies and upstream adapters."""

@@ -1,0 +1,169 @@
+"""Policy documents: the routes of one upstream and how each one's effects are protected.
+
+Models are frozen and reject unknown keys, so a typo in a policy file is an error, not a
+silently ignored setting. Quantities carry their unit in the field name.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class EffectClass(StrEnum):
+    SAFE = "safe"
+    EXTERNAL = "external"
+    GENERATION = "generation"
+
+
+class OnMissingKey(StrEnum):
+    REJECT = "reject"
+    PASSTHROUGH = "passthrough"
+    CONTENT = "content"
+
+
+class AdapterName(StrEnum):
+    NONE = "none"
+    STRIPE = "stripe"
+    DISCORD = "discord"
+    BLUESKY = "bluesky"
+
+
+HTTP_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"})
+_POINTER = re.compile(r"^(/([^~/]|~[01])*)+$")
+_TEMPLATE_SEGMENT = re.compile(r"^(\{[A-Za-z_][A-Za-z0-9_]*\*?\}|[^{}]*)$")
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RetryPolicy(Frozen):
+    """Automatic retries, only ever applied to ``safe`` routes."""
+
+    attempts: Annotated[int, Field(ge=1, le=10)] = 3
+    base_delay_ms: Annotated[int, Field(ge=1, le=60_000)] = 100
+    max_delay_ms: Annotated[int, Field(ge=1, le=300_000)] = 5_000
+    statuses: tuple[int, ...] = (429, 502, 503, 504)
+    honour_retry_after: bool = True
+
+
+class Match(Frozen):
+    """Which requests a route takes: HTTP methods and a path template.
+
+    Templates are ``/``-separated; ``{name}`` matches one segment, ``{name*}`` (last segment
+    only) matches the rest of the path, and ``*`` for methods matches any method.
+    """
+
+    methods: tuple[str, ...] = ("*",)
+    path: str = "/{rest*}"
+
+    @field_validator("methods", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: object) -> object:
+        return (value,) if isinstance(value, str) else value
+
+    @field_validator("methods")
+    @classmethod
+    def _known_methods(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        upper = tuple(method.upper() for method in value)
+        unknown = [m for m in upper if m != "*" and m not in HTTP_METHODS]
+        if unknown:
+            raise ValueError(
+                f"unknown HTTP method {unknown[0]!r}; use one of {sorted(HTTP_METHODS)} or '*'"
+            )
+        return upper
+
+    @field_validator("path")
+    @classmethod
+    def _valid_template(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"path template {value!r} must start with '/'")
+        segments = value.split("/")[1:]
+        for index, segment in enumerate(segments):
+            if not _TEMPLATE_SEGMENT.match(segment):
+                raise ValueError(
+                    f"path template segment {segment!r} is not a literal, '{{name}}' or '{{name*}}'"
+                )
+            if segment.endswith("*}") and index != len(segments) - 1:
+                raise ValueError(f"'{segment}' may only stand as the last segment of {value!r}")
+        return value
+
+
+class Route(Frozen):
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=64)]
+    match: Match = Match()
+    effect: EffectClass = EffectClass.EXTERNAL
+    on_missing_key: OnMissingKey = OnMissingKey.REJECT
+    volatile_fields: tuple[str, ...] = ()
+    content_window_s: Annotated[int, Field(ge=1, le=86_400)] = 300
+    coalesce_wait_ms: Annotated[int, Field(ge=0, le=600_000)] = 5_000
+    lease_ms: Annotated[int, Field(ge=100, le=3_600_000)] = 30_000
+    ttl_s: Annotated[int, Field(ge=1, le=90 * 86_400)] = 86_400
+    max_body_bytes: Annotated[int, Field(ge=0, le=1 << 30)] = 10 * 1024 * 1024
+    max_recorded_bytes: Annotated[int, Field(ge=0, le=1 << 30)] = 8 * 1024 * 1024
+    not_applied_statuses: tuple[int, ...] = (429,)
+    external_id: str | None = None
+    allow_set_cookie: bool = False
+    retry: RetryPolicy | None = None
+
+    @field_validator("volatile_fields")
+    @classmethod
+    def _pointers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pointer in value:
+            _check_pointer(pointer)
+        return value
+
+    @field_validator("external_id")
+    @classmethod
+    def _external_id_pointer(cls, value: str | None) -> str | None:
+        if value is not None:
+            _check_pointer(value)
+        return value
+
+    @field_validator("not_applied_statuses")
+    @classmethod
+    def _statuses(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        for status in value:
+            if not 100 <= status <= 599:
+                raise ValueError(f"{status} is not an HTTP status code (100-599)")
+        return value
+
+    @model_validator(mode="after")
+    def _retry_only_when_safe(self) -> Route:
+        if self.retry is not None and self.effect is not EffectClass.SAFE:
+            raise ValueError(
+                f"route {self.name!r}: 'retry' is only allowed on safe routes; an {self.effect}"
+                " effect is never repeated automatically"
+            )
+        return self
+
+
+def _check_pointer(pointer: str) -> None:
+    if not _POINTER.match(pointer):
+        raise ValueError(
+            f"{pointer!r} is not a JSON pointer (RFC 6901): write it like '/nonce' or"
+            " '/record/createdAt'"
+        )
+
+
+class Policy(Frozen):
+    """The routes of one upstream, tried in order; ``default`` takes what none matches."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]*$", max_length=64)]
+    description: str = ""
+    adapter: AdapterName = AdapterName.NONE
+    routes: tuple[Route, ...] = ()
+    default: Route
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Policy:
+        seen: set[str] = set()
+        for route in (*self.routes, self.default):
+            if route.name in seen:
+                raise ValueError(f"route name {route.name!r} is used twice; names must differ")
+            seen.add(route.name)
+        return self

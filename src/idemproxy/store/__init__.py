@@ -1,0 +1,1 @@
+"""Durable effect records: the Store protocol and its backends."""

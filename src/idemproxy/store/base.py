@@ -1,0 +1,91 @@
+"""The one seam between the proxy and its durable state.
+
+Every backend (Redis, SQLite, memory) implements :class:`Store` with the same semantics, and the
+contract suite in ``tests/store`` holds each to them. Backends translate their own errors at the
+boundary into this tree, chained with ``from``::
+
+    StoreError
+     +-- StoreUnavailable      the store cannot be reached or did not answer in time
+     +-- StoreCorrupt          a record could not be decoded (never silently dropped)
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from idemproxy.store.records import (
+    ClaimRequest,
+    ClaimResult,
+    EffectEvent,
+    EffectRecord,
+    RecordKey,
+    Settlement,
+)
+
+
+class StoreError(Exception):
+    """Base of every error a store raises."""
+
+
+class StoreUnavailable(StoreError):
+    """The store is down or unreachable; callers fail closed on effectful routes."""
+
+
+class StoreCorrupt(StoreError):
+    """A stored record or event could not be decoded."""
+
+
+class Store(Protocol):
+    """Durable effect records, each change paired atomically with an outbox event.
+
+    Time-based decisions (lease expiry) use the store's own clock where it has one, so that
+    several proxies sharing a store agree on them.
+    """
+
+    backend: str
+
+    async def ping(self) -> None:
+        """Raise :class:`StoreUnavailable` unless the store answers."""
+
+    async def claim(self, request: ClaimRequest) -> ClaimResult:
+        """Atomically take the key for one attempt, or report the record that stands.
+
+        - no record, or ``not_applied`` with the same fingerprint: becomes ``in_flight`` with
+          ``fence`` one above the last and a lease of ``lease_ms``; ``attempts`` grows by one.
+        - ``in_flight`` under a live lease, ``completed``, ``unknown``, or a fingerprint that
+          differs: unchanged, returned. A ``completed`` record found this way emits an
+          ``effect.replayed`` event.
+        - ``in_flight`` with an expired lease: becomes ``unknown`` (emitting ``effect.unknown``)
+          and is returned.
+        """
+        ...
+
+    async def settle(self, key: RecordKey, fence: int, settlement: Settlement) -> bool:
+        """Write the outcome of the attempt holding ``fence``; False if it no longer holds it.
+
+        Accepted while the record is ``in_flight`` with this fence, even after the lease ran
+        out (nobody else has taken it over). The record then lives ``settlement.ttl_s``.
+        """
+        ...
+
+    async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
+        """Extend the lease of a long attempt; False if the attempt no longer holds it."""
+        ...
+
+    async def get(self, key: RecordKey) -> EffectRecord | None:
+        """The record as it stands, or None if there is none (or its TTL passed)."""
+        ...
+
+    async def list_unknown(self, agent: str, limit: int = 100) -> list[EffectRecord]:
+        """The agent's records awaiting review (state ``unknown``), oldest first."""
+        ...
+
+    async def read_events(
+        self, agent: str, after: str | None = None, limit: int = 100
+    ) -> list[EffectEvent]:
+        """Outbox events of one agent, oldest first, strictly after the event id ``after``."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections and file handles."""
+        ...

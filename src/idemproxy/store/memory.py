@@ -1,0 +1,155 @@
+"""In-process store for tests and demos: the reference semantics, nothing survives a restart."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+from idemproxy.store.records import (
+    ClaimRequest,
+    ClaimResult,
+    EffectEvent,
+    EffectRecord,
+    EventType,
+    RecordKey,
+    RecordState,
+    Settlement,
+)
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class MemoryStore:
+    backend = "memory"
+
+    def __init__(self, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+        self._clock_ms = clock_ms
+        self._records: dict[RecordKey, tuple[EffectRecord, int]] = {}  # record, expires_ms
+        self._events: dict[str, list[EffectEvent]] = {}
+        self._next_event = 0
+
+    async def ping(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    def _live(self, key: RecordKey, now_ms: int) -> EffectRecord | None:
+        entry = self._records.get(key)
+        if entry is None:
+            return None
+        record, expires_ms = entry
+        if expires_ms <= now_ms:
+            del self._records[key]
+            return None
+        return record
+
+    def _emit(self, record: EffectRecord, type_: EventType, now_ms: int) -> None:
+        self._next_event += 1
+        response = record.response
+        event = EffectEvent(
+            event_id=f"{self._next_event:020d}",
+            type=type_,
+            key=record.key,
+            meta=record.meta,
+            status=response.status if response else 0,
+            external_id=record.external_id,
+            reason=record.reason,
+            ts_ms=now_ms,
+        )
+        self._events.setdefault(record.key.agent, []).append(event)
+
+    async def claim(self, request: ClaimRequest) -> ClaimResult:
+        now_ms = self._clock_ms()
+        record = self._live(request.key, now_ms)
+        if record is not None:
+            if record.state is RecordState.IN_FLIGHT and record.lease_expires_ms <= now_ms:
+                record = dataclasses.replace(
+                    record,
+                    state=RecordState.UNKNOWN,
+                    updated_ms=now_ms,
+                    reason="lease expired: the proxy holding this request stopped",
+                )
+                self._records[request.key] = (record, self._records[request.key][1])
+                self._emit(record, EventType.UNKNOWN, now_ms)
+                return ClaimResult(claimed=False, fence=record.fence, record=record)
+            reclaimable = (
+                record.state is RecordState.NOT_APPLIED
+                and record.fingerprint == request.fingerprint
+            )
+            if not reclaimable:
+                if record.state is RecordState.COMPLETED:
+                    self._emit(record, EventType.REPLAYED, now_ms)
+                return ClaimResult(claimed=False, fence=record.fence, record=record)
+        fence = record.fence + 1 if record else 1
+        claimed = EffectRecord(
+            key=request.key,
+            state=RecordState.IN_FLIGHT,
+            fence=fence,
+            fingerprint=request.fingerprint,
+            meta=request.meta,
+            lease_expires_ms=now_ms + request.lease_ms,
+            created_ms=record.created_ms if record else now_ms,
+            updated_ms=now_ms,
+            attempts=(record.attempts if record else 0) + 1,
+        )
+        self._records[request.key] = (claimed, now_ms + request.ttl_s * 1000)
+        return ClaimResult(claimed=True, fence=fence)
+
+    def _held(self, key: RecordKey, fence: int, now_ms: int) -> EffectRecord | None:
+        record = self._live(key, now_ms)
+        if record is None or record.state is not RecordState.IN_FLIGHT or record.fence != fence:
+            return None
+        return record
+
+    async def settle(self, key: RecordKey, fence: int, settlement: Settlement) -> bool:
+        now_ms = self._clock_ms()
+        record = self._held(key, fence, now_ms)
+        if record is None:
+            return False
+        record = dataclasses.replace(
+            record,
+            state=settlement.state,
+            updated_ms=now_ms,
+            response=settlement.response,
+            external_id=settlement.external_id,
+            reason=settlement.reason,
+        )
+        self._records[key] = (record, now_ms + settlement.ttl_s * 1000)
+        self._emit(record, settlement.event_type(), now_ms)
+        return True
+
+    async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
+        now_ms = self._clock_ms()
+        record = self._held(key, fence, now_ms)
+        if record is None:
+            return False
+        record = dataclasses.replace(record, lease_expires_ms=now_ms + lease_ms)
+        self._records[key] = (record, self._records[key][1])
+        return True
+
+    async def get(self, key: RecordKey) -> EffectRecord | None:
+        return self._live(key, self._clock_ms())
+
+    async def list_unknown(self, agent: str, limit: int = 100) -> list[EffectRecord]:
+        now_ms = self._clock_ms()
+        unknown = [
+            record
+            for key in list(self._records)
+            if key.agent == agent
+            and (record := self._live(key, now_ms)) is not None
+            and record.state is RecordState.UNKNOWN
+        ]
+        unknown.sort(key=lambda record: record.updated_ms)
+        return unknown[:limit]
+
+    async def read_events(
+        self, agent: str, after: str | None = None, limit: int = 100
+    ) -> list[EffectEvent]:
+        events = self._events.get(agent, [])
+        if after is not None:
+            events = [event for event in events if event.event_id > after]
+        return events[:limit]

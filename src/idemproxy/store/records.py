@@ -1,0 +1,140 @@
+"""The data model every store backend keeps: effect records, stored responses and events.
+
+An effect record moves through these states (SPEC section 4)::
+
+    (none) --claim--> in_flight --settle--> completed
+                         |  ^                unknown      --resolve--> completed | not_applied
+                         |  |                not_applied  --claim----> in_flight
+                         |  +-- lease renewed by its holder
+                         +-- lease expired, seen by a later claim --> unknown
+
+Only the holder of the current fencing token may settle or renew an in_flight record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class RecordState(StrEnum):
+    IN_FLIGHT = "in_flight"
+    COMPLETED = "completed"
+    UNKNOWN = "unknown"
+    NOT_APPLIED = "not_applied"
+
+
+class EventType(StrEnum):
+    COMPLETED = "effect.completed"
+    FAILED = "effect.failed"
+    UNKNOWN = "effect.unknown"
+    NOT_APPLIED = "effect.not_applied"
+    REPLAYED = "effect.replayed"
+    RESOLVED = "effect.resolved"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordKey:
+    """Where a record lives: the agent (the store's partition) and the effect id within it."""
+
+    agent: str
+    effect_id: str
+
+    def __str__(self) -> str:
+        return f"{self.agent}/{self.effect_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """What a replay answers with. Headers are already allow-listed; secrets never get here."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+    body_truncated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class EffectMeta:
+    """Facts about the effect that are fixed at claim time and travel with every event."""
+
+    batch: str = ""
+    tool_call: str = ""
+    action: str = ""
+    upstream: str = ""
+    method: str = ""
+    path: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EffectRecord:
+    key: RecordKey
+    state: RecordState
+    fence: int
+    fingerprint: str
+    meta: EffectMeta
+    lease_expires_ms: int = 0
+    created_ms: int = 0
+    updated_ms: int = 0
+    attempts: int = 0
+    response: StoredResponse | None = None
+    external_id: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    key: RecordKey
+    fingerprint: str
+    meta: EffectMeta
+    lease_ms: int
+    ttl_s: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimResult:
+    """Either this attempt now holds the key (``claimed``) or ``record`` says who does.
+
+    A claim is refused when the record is in flight under a live lease, completed, unknown, or
+    when a freed (not_applied) record carries a different fingerprint: the caller decides what
+    the request gets from ``record``. A claim that finds an expired lease turns the record
+    ``unknown`` (its holder died) and returns that.
+    """
+
+    claimed: bool
+    fence: int
+    record: EffectRecord | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """The outcome the holder of a claim writes back."""
+
+    state: RecordState
+    response: StoredResponse | None = None
+    external_id: str = ""
+    reason: str = ""
+    ttl_s: int = 86_400
+
+    def event_type(self) -> EventType:
+        if self.state is RecordState.COMPLETED:
+            failed = self.response is not None and self.response.status >= 400
+            return EventType.FAILED if failed else EventType.COMPLETED
+        if self.state is RecordState.UNKNOWN:
+            return EventType.UNKNOWN
+        return EventType.NOT_APPLIED
+
+
+@dataclass(frozen=True, slots=True)
+class EffectEvent:
+    """One state change, as delivered to the recovery controller. ``event_id`` orders per agent."""
+
+    event_id: str
+    type: EventType
+    key: RecordKey
+    meta: EffectMeta
+    status: int = 0
+    external_id: str = ""
+    reason: str = ""
+    ts_ms: int = 0
+    extra: dict[str, str] = field(default_factory=dict)
