@@ -6,7 +6,8 @@ boundary into this tree, chained with ``from``::
 
     StoreError
      +-- StoreUnavailable      the store cannot be reached or did not answer in time
-     +-- StoreCorrupt          a record could not be decoded (never silently dropped)
+      +-- StoreCorrupt          a record could not be decoded (never silently dropped)
+     +-- InvalidStoreURL       a store URL that names no backend or is malformed
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ class StoreUnavailable(StoreError):
 
 class StoreCorrupt(StoreError):
     """A stored record or event could not be decoded."""
+
+
+class InvalidStoreURL(StoreError, ValueError):
+    """A store URL that cannot be opened; the message says what a valid one looks like."""
 
 
 class Store(Protocol):
@@ -78,6 +83,10 @@ class Store(Protocol):
 
     async def list_unknown(self, agent: str, limit: int = 100) -> list[EffectRecord]:
         """The agent's records awaiting review (state ``unknown``), oldest first."""
+        ...
+
+    async def batch_records(self, agent: str, batch: str) -> list[EffectRecord]:
+        """Every live record claimed under ``batch`` (``meta.batch``), oldest first."""
         ...
 
     async def read_events(

@@ -146,6 +146,18 @@ class MemoryStore:
         unknown.sort(key=lambda record: record.updated_ms)
         return unknown[:limit]
 
+    async def batch_records(self, agent: str, batch: str) -> list[EffectRecord]:
+        now_ms = self._clock_ms()
+        records = [
+            record
+            for key in list(self._records)
+            if key.agent == agent
+            and (record := self._live(key, now_ms)) is not None
+            and record.meta.batch == batch
+        ]
+        records.sort(key=lambda record: record.created_ms)
+        return records
+
     async def read_events(
         self, agent: str, after: str | None = None, limit: int = 100
     ) -> list[EffectEvent]:
