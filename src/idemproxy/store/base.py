@@ -6,7 +6,7 @@ boundary into this tree, chained with ``from``::
 
     StoreError
      +-- StoreUnavailable      the store cannot be reached or did not answer in time
-      +-- StoreCorrupt          a record could not be decoded (never silently dropped)
+     +-- StoreCorrupt          a record could not be decoded (never silently dropped)
      +-- InvalidStoreURL       a store URL that names no backend or is malformed
 """
 
