@@ -13,6 +13,7 @@ nothing of ours above it.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 
 class IdemproxyError(Exception):
@@ -42,8 +43,18 @@ class ProblemCode(StrEnum):
 class RequestRefused(IdemproxyError):
     """A request the proxy answers itself; ``detail`` tells the agent what to do next."""
 
-    def __init__(self, code: ProblemCode, detail: str, *, retry_after_s: int | None = None):
+    def __init__(
+        self,
+        code: ProblemCode,
+        detail: str,
+        *,
+        retry_after_s: int | None = None,
+        extra: dict[str, Any] | None = None,
+        effect_key: str | None = None,
+    ) -> None:
         super().__init__(detail)
         self.code = code
         self.detail = detail
         self.retry_after_s = retry_after_s
+        self.extra = extra or {}
+        self.effect_key = effect_key

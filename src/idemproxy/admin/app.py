@@ -1,0 +1,46 @@
+"""The admin listener: health, readiness and Prometheus metrics."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from idemproxy.proxy.handler import ProxyState
+from idemproxy.store.base import StoreError
+
+ADMIN_STATE = web.AppKey("admin_state", ProxyState)
+READY_TIMEOUT_S = 2.0
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """The process is up and its event loop answers."""
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """Ready when the configuration is loaded and the store answers."""
+    state = request.app[ADMIN_STATE]
+    if state.draining:
+        return web.json_response({"status": "draining"}, status=503)
+    try:
+        await asyncio.wait_for(state.store.ping(), READY_TIMEOUT_S)
+    except (StoreError, TimeoutError) as exc:
+        reason = f"store {state.store.backend} unreachable: {exc or type(exc).__name__}"
+        return web.json_response({"status": "unavailable", "reason": reason}, status=503)
+    return web.json_response({"status": "ready", "store": state.store.backend})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = generate_latest(request.app[ADMIN_STATE].metrics.registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def build_admin_app(state: ProxyState) -> web.Application:
+    app = web.Application()
+    app[ADMIN_STATE] = state
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    return app

@@ -1,0 +1,116 @@
+"""The ``idemproxy`` command: ``serve`` and ``check-config`` (operator verbs come later)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from idemproxy import __version__
+from idemproxy.config import LoadedConfig, load_config
+from idemproxy.errors import ConfigError
+from idemproxy.logs import configure_logging
+
+EXIT_CONFIG = 2
+
+
+def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for value in values or ():
+        name, sep, rest = value.partition("=")
+        if not sep or not name or not rest:
+            raise ConfigError(f"{flag} {value!r} must look like NAME=VALUE, e.g. {flag} up=...")
+        pairs[name] = rest
+    return pairs
+
+
+def _flags(args: argparse.Namespace) -> dict[str, Any]:
+    flags: dict[str, Any] = {}
+    for name in ("store", "listen", "admin_listen", "agent_id", "log_level"):
+        value = getattr(args, name, None)
+        if value is not None:
+            flags[name] = value
+    for name, url in _pairs(args.upstream, "--upstream").items():
+        flags[f"upstreams.{name}.url"] = url
+    for name, policy in _pairs(args.policy, "--policy").items():
+        flags[f"upstreams.{name}.policy"] = policy
+    return flags
+
+
+def _load(args: argparse.Namespace) -> LoadedConfig:
+    return load_config(args.config, flags=_flags(args))
+
+
+def _serve(args: argparse.Namespace) -> int:
+    loaded = _load(args)
+    configure_logging(loaded.config.log_level)
+    from idemproxy.server import serve
+
+    asyncio.run(serve(loaded))
+    return 0
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    loaded = _load(args)
+    for name, policy in loaded.policies.items():
+        url = loaded.config.upstreams[name].url
+        print(f"upstream {name}: {url} policy {policy.name} ({len(policy.routes) + 1} routes)")
+    print(f"{args.config or 'configuration'}: OK")
+    return 0
+
+
+def _add_config_flags(parser: argparse.ArgumentParser, *, config_positional: bool) -> None:
+    if config_positional:
+        parser.add_argument("config", type=Path, help="config file to validate")
+    else:
+        parser.add_argument("--config", type=Path, help="YAML config file")
+    parser.add_argument(
+        "--upstream", action="append", metavar="NAME=URL", help="add an upstream (repeatable)"
+    )
+    parser.add_argument(
+        "--policy",
+        action="append",
+        metavar="NAME=PACK_OR_FILE",
+        help="policy of an upstream: a shipped pack name or a YAML file (repeatable)",
+    )
+    parser.add_argument("--store", help="redis://..., sqlite:///path.db or memory://")
+    parser.add_argument("--listen", help="proxy HOST:PORT (default 127.0.0.1:8080)")
+    parser.add_argument("--admin-listen", dest="admin_listen", help="admin HOST:PORT")
+    parser.add_argument("--agent-id", dest="agent_id", help="agent id when requests name none")
+    parser.add_argument(
+        "--log-level", dest="log_level", choices=["debug", "info", "warning", "error"]
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="idemproxy", description="Exactly-once sidecar proxy for agents' external effects."
+    )
+    parser.add_argument("--version", action="version", version=f"idemproxy {__version__}")
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    serve = verbs.add_parser("serve", help="run the proxy")
+    _add_config_flags(serve, config_positional=False)
+    serve.set_defaults(run=_serve)
+    check = verbs.add_parser("check-config", help="validate a config and its policies")
+    _add_config_flags(check, config_positional=True)
+    check.set_defaults(run=_check_config)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.run(args)
+    except ConfigError as exc:
+        print(f"idemproxy: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""Configuration: defaults < config file < ``IDEMPROXY_*`` environment < command-line flags.
+
+Every problem is reported as one :class:`ConfigError` paragraph naming where the bad value came
+from (file, variable or flag), the field and the fix.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from yarl import URL
+
+from idemproxy.errors import ConfigError
+from idemproxy.policies.loader import load_policy, shipped_packs
+from idemproxy.policies.model import Policy
+
+ENV_PREFIX = "IDEMPROXY_"
+ENV_NESTING = "__"
+
+
+class LogLevel(StrEnum):
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+class HostPort(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    @property
+    def is_loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+
+def parse_host_port(value: object) -> object:
+    if not isinstance(value, str):
+        return value
+    host, sep, port = value.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{value!r} is not HOST:PORT; write it like 127.0.0.1:8080")
+    return HostPort(host=host, port=int(port))
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class UpstreamConfig(Frozen):
+    url: str
+    # A shipped pack name or a policy file; unset means the pack named like the upstream,
+    # else ``generic``.
+    policy: str | None = None
+    connect_timeout_s: Annotated[float, Field(gt=0, le=300)] = 10.0
+    # Longest silence allowed while reading a response: LLM streams may run for many minutes,
+    # so there is deliberately no total timeout, only this idle one.
+    read_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 300.0
+    max_connections: Annotated[int, Field(ge=1, le=10_000)] = 100
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        url = URL(value)
+        if url.scheme not in ("http", "https") or not url.host:
+            raise ValueError(f"{value!r} is not an http(s) URL; write it like https://api.x.com")
+        if url.query_string or url.fragment:
+            raise ValueError(f"{value!r} must have no query or fragment")
+        return str(url).rstrip("/")
+
+
+UpstreamName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
+
+
+class ProxyConfig(Frozen):
+    listen: HostPort = HostPort(host="127.0.0.1", port=8080)
+    admin_listen: HostPort = HostPort(host="127.0.0.1", port=9090)
+    agent_id: Annotated[str, Field(pattern=r"^[\x21-\x7e]{1,255}$")] = "default"
+    allow_agent_header: bool = True
+    store: str = "sqlite:///idemproxy.db"
+    admin_token: SecretStr | None = None
+    log_level: LogLevel = LogLevel.INFO
+    shutdown_timeout_s: Annotated[float, Field(ge=0, le=3600)] = 20.0
+    upstreams: dict[UpstreamName, UpstreamConfig] = {}
+
+    _host_port = field_validator("listen", "admin_listen", mode="before")(parse_host_port)
+
+    def policy_ref(self, upstream: str) -> str:
+        configured = self.upstreams[upstream].policy
+        if configured:
+            return configured
+        return upstream if upstream in shipped_packs() else "generic"
+
+
+class LoadedConfig:
+    """A validated config with each upstream's policy loaded."""
+
+    def __init__(self, config: ProxyConfig, policies: dict[str, Policy]) -> None:
+        self.config = config
+        self.policies = policies
+
+
+def _set_path(target: dict[str, Any], path: list[str], value: object) -> None:
+    for part in path[:-1]:
+        child = target.setdefault(part, {})
+        if not isinstance(child, dict):
+            child = target[part] = {}
+        target = child
+    target[path[-1]] = value
+
+
+def _merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> None:
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+
+
+def _env_layer(environ: Mapping[str, str], sources: dict[str, str]) -> dict[str, Any]:
+    layer: dict[str, Any] = {}
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        path = [part.lower() for part in name[len(ENV_PREFIX) :].split(ENV_NESTING)]
+        _set_path(layer, path, value)
+        sources[".".join(path)] = f"environment variable {name}"
+    return layer
+
+
+def _file_layer(path: Path) -> dict[str, Any]:
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read config file {path}: {exc.strerror}; check the path"
+        ) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise ConfigError(f"config file {path} must be a YAML mapping of settings")
+    return document
+
+
+def _describe(exc: ValidationError, sources: dict[str, str]) -> str:
+    problems = []
+    for error in exc.errors():
+        parts = [str(part) for part in error["loc"] if part != "[key]"]
+        where = ".".join(parts) or "(config)"
+        prefixes = (".".join(parts[:n]) for n in range(len(parts), 0, -1))
+        source = next((sources[p] for p in prefixes if p in sources), "defaults")
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = "unknown setting; remove it or fix its spelling (see docs/configuration.md)"
+        problems.append(f"{where} (from {source}): {message}")
+    return "invalid configuration: " + "; ".join(problems)
+
+
+def load_config(
+    path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+) -> LoadedConfig:
+    """Merge the layers, validate them and load every upstream's policy."""
+    sources: dict[str, str] = {}
+    merged: dict[str, Any] = {}
+    if path is not None:
+        file_layer = _file_layer(path)
+        _merge(merged, file_layer)
+        sources.update({key: f"config file {path}" for key in file_layer})
+    _merge(merged, _env_layer(os.environ if environ is None else environ, sources))
+    for dotted, value in (flags or {}).items():
+        _set_path(merged, dotted.split("."), value)
+        sources[dotted] = f"flag --{dotted.split('.')[0].replace('_', '-')}"
+    try:
+        config = ProxyConfig.model_validate(merged)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, sources)) from exc
+    if not config.admin_listen.is_loopback and config.admin_token is None:
+        raise ConfigError(
+            f"admin_listen {config.admin_listen} is reachable from outside this host, so the"
+            f" admin API needs a bearer token: set {ENV_PREFIX}ADMIN_TOKEN (or admin_token),"
+            " or bind admin_listen to 127.0.0.1"
+        )
+    policies: dict[str, Policy] = {}
+    for name in config.upstreams:
+        try:
+            policies[name] = load_policy(config.policy_ref(name))
+        except ConfigError as exc:
+            raise ConfigError(f"upstream {name!r}: {exc}") from exc
+    return LoadedConfig(config, policies)

@@ -1,0 +1,70 @@
+"""A Store wrapper that times every operation and counts failures, for the metrics."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from idemproxy.metrics import Metrics
+from idemproxy.store.base import Store, StoreError
+from idemproxy.store.records import (
+    ClaimRequest,
+    ClaimResult,
+    EffectEvent,
+    EffectRecord,
+    RecordKey,
+    Settlement,
+)
+
+T = TypeVar("T")
+
+
+class InstrumentedStore:
+    def __init__(self, store: Store, metrics: Metrics) -> None:
+        self.inner = store
+        self.backend = store.backend
+        self._metrics = metrics
+        self._durations = {
+            op: metrics.store_operation_duration.labels(op)
+            for op in ("ping", "claim", "settle", "renew", "get", "list_unknown", "batch", "events")
+        }
+
+    async def _timed(self, op: str, call: Callable[[], Awaitable[T]]) -> T:
+        started = time.perf_counter()
+        try:
+            return await call()
+        except StoreError:
+            self._metrics.store_errors.labels(op).inc()
+            raise
+        finally:
+            self._durations[op].observe(time.perf_counter() - started)
+
+    async def ping(self) -> None:
+        await self._timed("ping", self.inner.ping)
+
+    async def claim(self, request: ClaimRequest) -> ClaimResult:
+        return await self._timed("claim", lambda: self.inner.claim(request))
+
+    async def settle(self, key: RecordKey, fence: int, settlement: Settlement) -> bool:
+        return await self._timed("settle", lambda: self.inner.settle(key, fence, settlement))
+
+    async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
+        return await self._timed("renew", lambda: self.inner.renew(key, fence, lease_ms))
+
+    async def get(self, key: RecordKey) -> EffectRecord | None:
+        return await self._timed("get", lambda: self.inner.get(key))
+
+    async def list_unknown(self, agent: str, limit: int = 100) -> list[EffectRecord]:
+        return await self._timed("list_unknown", lambda: self.inner.list_unknown(agent, limit))
+
+    async def batch_records(self, agent: str, batch: str) -> list[EffectRecord]:
+        return await self._timed("batch", lambda: self.inner.batch_records(agent, batch))
+
+    async def read_events(
+        self, agent: str, after: str | None = None, limit: int = 100
+    ) -> list[EffectEvent]:
+        return await self._timed("events", lambda: self.inner.read_events(agent, after, limit))
+
+    async def close(self) -> None:
+        await self.inner.close()

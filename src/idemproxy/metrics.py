@@ -1,0 +1,94 @@
+"""Prometheus metrics (SPEC section 8): base units, bounded labels, never keys or raw paths.
+
+The registry is injected so each proxy (and each test) owns its own series.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import disable_created_metrics as _disable_created
+
+from idemproxy import __version__
+
+_disable_created()  # type: ignore[no-untyped-call]  # `_created` series double the cardinality and no dashboard reads them
+
+_LATENCY_BUCKETS_S = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300,
+)  # fmt: skip
+
+
+class DuplicateKind(StrEnum):
+    REPLAYED = "replayed"
+    COALESCED = "coalesced"
+    IN_PROGRESS = "in_progress"
+    UNKNOWN = "unknown"
+    REUSED_KEY = "reused_key"
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "idemproxy_requests",
+            "Requests answered, by upstream, route and outcome.",
+            ["upstream", "route", "outcome"],
+            registry=r,
+        )
+        self.duplicates_blocked = Counter(
+            "idemproxy_duplicates_blocked",
+            "Repeats of an effect that were not forwarded, by kind.",
+            ["upstream", "route", "kind"],
+            registry=r,
+        )
+        self.request_duration = Histogram(
+            "idemproxy_request_duration_seconds",
+            "Time from request received to response headers sent.",
+            buckets=_LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.upstream_request_duration = Histogram(
+            "idemproxy_upstream_request_duration_seconds",
+            "Time for the upstream to answer with response headers.",
+            ["upstream"],
+            buckets=_LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.inflight_requests = Gauge(
+            "idemproxy_inflight_requests", "Requests being handled now.", registry=r
+        )
+        self.unknown_outcomes = Gauge(
+            "idemproxy_unknown_outcomes",
+            "Effects whose outcome is unknown and await review.",
+            registry=r,
+        )
+        self.fenced_writes = Counter(
+            "idemproxy_fenced_writes",
+            "Late writes from an attempt that no longer held its key, dropped.",
+            registry=r,
+        )
+        self.store_errors = Counter(
+            "idemproxy_store_errors", "Store operations that failed.", ["op"], registry=r
+        )
+        self.store_operation_duration = Histogram(
+            "idemproxy_store_operation_duration_seconds",
+            "Store operation latency.",
+            ["op"],
+            buckets=_LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.controller_events = Counter(
+            "idemproxy_controller_events",
+            "Events offered to the recovery controller, by result.",
+            ["result"],
+            registry=r,
+        )
+        self.controller_backlog = Gauge(
+            "idemproxy_controller_backlog",
+            "Events waiting for delivery to the recovery controller.",
+            registry=r,
+        )
+        self.build_info = Info("idemproxy_build", "Build information.", registry=r)
+        self.build_info.info({"version": __version__})

@@ -1,0 +1,41 @@
+"""The proxy's aiohttp application: one catch-all handler, one pooled ClientSession."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from aiohttp import ClientSession, TCPConnector, web
+
+from idemproxy import __version__
+from idemproxy.proxy.effects import EffectFlow
+from idemproxy.proxy.handler import ProxyHandler, ProxyState
+
+PROXY_STATE = web.AppKey("proxy_state", ProxyState)
+
+# Shorter than the idle timeout of common servers (nginx and aiohttp keep 75 s), so a pooled
+# connection is retired by us before the upstream closes it under a request we just sent: that
+# race would look like "sent, connection lost" and turn a harmless call into an unknown outcome.
+POOL_KEEPALIVE_S = 15.0
+
+
+async def _client_session(app: web.Application) -> AsyncIterator[None]:
+    state = app[PROXY_STATE]
+    limit = sum(upstream.max_connections for upstream in state.config.upstreams.values()) or 100
+    session = ClientSession(
+        connector=TCPConnector(limit=limit, keepalive_timeout=POOL_KEEPALIVE_S),
+        auto_decompress=False,
+        skip_auto_headers=("User-Agent",),
+        headers={"Via": f"1.1 idemproxy/{__version__}"},
+    )
+    state.session = session
+    state.flow = EffectFlow(state.store, state.attempts, state.metrics, session)
+    yield
+    await session.close()
+
+
+def build_proxy_app(state: ProxyState) -> web.Application:
+    app = web.Application(client_max_size=0)
+    app[PROXY_STATE] = state
+    app.cleanup_ctx.append(_client_session)
+    app.router.add_route("*", "/{tail:.*}", ProxyHandler(state).handle)
+    return app

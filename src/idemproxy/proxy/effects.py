@@ -1,0 +1,297 @@
+"""The exactly-once flow for one request on an effectful route (SPEC section 4).
+
+claim -> (claimed) forward, relay, settle
+      -> (completed) replay the record
+      -> (in flight) wait for the holder, then claim again; still held: 409
+      -> (unknown) 409 outcome-unknown, into review; never a blind re-send
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from aiohttp import ClientSession, web
+from multidict import CIMultiDict
+
+from idemproxy.effectkeys import EffectKey
+from idemproxy.errors import ProblemCode, RequestRefused
+from idemproxy.jsonpointer import string_at
+from idemproxy.metrics import DuplicateKind, Metrics
+from idemproxy.policies.model import EffectClass, Route
+from idemproxy.proxy.attempts import Attempts
+from idemproxy.proxy.forward import UpstreamFailure, exchange
+from idemproxy.proxy.headers import (
+    client_response_headers,
+    headers_to_store,
+    upstream_request_headers,
+)
+from idemproxy.proxy.outcome import Outcome, outcome_headers
+from idemproxy.proxy.problems import should_retry_headers
+from idemproxy.proxy.relay import Relayed, relay
+from idemproxy.proxy.upstreams import Target
+from idemproxy.store.base import Store, StoreError
+from idemproxy.store.records import (
+    ClaimRequest,
+    EffectMeta,
+    EffectRecord,
+    RecordKey,
+    RecordState,
+    Settlement,
+    StoredResponse,
+)
+
+log = logging.getLogger(__name__)
+
+_SETTLE_DELAYS_S = (0.05, 0.2, 0.5, 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class EffectContext:
+    """Everything the flow needs about one request, fixed before the claim."""
+
+    request: web.Request
+    target: Target
+    route: Route
+    key: EffectKey
+    body: bytes
+    fingerprint: str
+
+
+class EffectFlow:
+    def __init__(
+        self, store: Store, attempts: Attempts, metrics: Metrics, session: ClientSession
+    ) -> None:
+        self.store = store
+        self.attempts = attempts
+        self.metrics = metrics
+        self.session = session
+
+    async def handle(self, ctx: EffectContext) -> tuple[web.StreamResponse, Outcome | ProblemCode]:
+        meta = EffectMeta(
+            batch=ctx.key.batch,
+            tool_call=ctx.key.tool_call,
+            action=ctx.key.action,
+            upstream=ctx.target.upstream.name,
+            method=ctx.request.method,
+            path=ctx.target.path,
+        )
+        claim = ClaimRequest(
+            ctx.key.record_key, ctx.fingerprint, meta, ctx.route.lease_ms, ctx.route.ttl_s
+        )
+        waited = False
+        while True:
+            try:
+                result = await self.store.claim(claim)
+            except StoreError as exc:
+                raise RequestRefused(
+                    ProblemCode.STORE_UNAVAILABLE,
+                    "the effect store is unreachable, so nothing was forwarded; retry shortly",
+                    retry_after_s=1,
+                ) from exc
+            if result.claimed:
+                return await self._attempt(ctx, result.fence)
+            record = result.record
+            assert record is not None
+            if record.fingerprint != ctx.fingerprint:
+                self._blocked(ctx, DuplicateKind.REUSED_KEY)
+                raise RequestRefused(
+                    ProblemCode.IDEMPOTENCY_KEY_REUSED,
+                    "this key already belongs to a different request (method, path or body);"
+                    " use a new key for a new effect",
+                )
+            if record.state is RecordState.COMPLETED:
+                kind = DuplicateKind.COALESCED if waited else DuplicateKind.REPLAYED
+                self._blocked(ctx, kind)
+                outcome = Outcome.COALESCED if waited else Outcome.REPLAYED
+                return replay_response(record, outcome), outcome
+            if record.state is RecordState.UNKNOWN:
+                self._blocked(ctx, DuplicateKind.UNKNOWN)
+                raise outcome_unknown(record)
+            if waited:
+                self._blocked(ctx, DuplicateKind.IN_PROGRESS)
+                raise RequestRefused(
+                    ProblemCode.REQUEST_IN_PROGRESS,
+                    "another attempt of this effect is still running; retry after a moment to"
+                    " get its result",
+                    retry_after_s=1,
+                )
+            await self.attempts.wait_settled(
+                self.store, ctx.key.record_key, ctx.route.coalesce_wait_ms
+            )
+            waited = True
+
+    def _blocked(self, ctx: EffectContext, kind: DuplicateKind) -> None:
+        self.metrics.duplicates_blocked.labels(ctx.target.upstream.name, ctx.route.name, kind).inc()
+
+    async def _attempt(
+        self, ctx: EffectContext, fence: int
+    ) -> tuple[web.StreamResponse, Outcome | ProblemCode]:
+        key = ctx.key.record_key
+        self.attempts.begin(key, fence)
+        try:
+            async with self._lease_kept(key, fence, ctx.route.lease_ms):
+                return await self._forward(ctx, fence)
+        finally:
+            self.attempts.end(key)
+
+    async def _forward(
+        self, ctx: EffectContext, fence: int
+    ) -> tuple[web.StreamResponse, Outcome | ProblemCode]:
+        route, upstream = ctx.route, ctx.target.upstream
+        headers = upstream_request_headers(ctx.request.headers, keep_length=False)
+        try:
+            async with exchange(
+                self.session,
+                ctx.request.method,
+                ctx.target.url,
+                headers,
+                ctx.body,
+                upstream.timeout,
+            ) as answer:
+                verdict = classify_status(answer.status, route)
+                client_headers = client_response_headers(answer.headers)
+                client_headers.extend(outcome_headers(Outcome.FORWARDED, str(ctx.key)))
+                capture = route.max_recorded_bytes if verdict is RecordState.COMPLETED else None
+                response, relayed = await relay(ctx.request, answer, client_headers, capture)
+                stored_headers = headers_to_store(
+                    answer.headers, allow_set_cookie=route.allow_set_cookie
+                )
+                settlement = settlement_for(verdict, answer.status, stored_headers, relayed, route)
+        except UpstreamFailure as failure:
+            return await self._failed(ctx, fence, failure)
+        except asyncio.CancelledError:
+            # Shutdown or a dropped handler while the upstream may hold the request.
+            await self._settle(
+                key=ctx.key.record_key,
+                fence=fence,
+                settlement=Settlement(
+                    RecordState.UNKNOWN, reason="proxy stopped before the upstream answered"
+                ),
+            )
+            raise
+        await self._settle(ctx.key.record_key, fence, settlement)
+        return response, Outcome.FORWARDED
+
+    async def _failed(
+        self, ctx: EffectContext, fence: int, failure: UpstreamFailure
+    ) -> tuple[web.StreamResponse, Outcome | ProblemCode]:
+        retryable = not failure.sent or ctx.route.effect is EffectClass.GENERATION
+        state = RecordState.NOT_APPLIED if retryable else RecordState.UNKNOWN
+        settlement = Settlement(state, reason=failure.reason, ttl_s=ctx.route.ttl_s)
+        await self._settle(ctx.key.record_key, fence, settlement)
+        if not failure.sent:
+            raise RequestRefused(
+                ProblemCode.UPSTREAM_UNREACHABLE,
+                f"nothing was sent ({failure.reason}); retrying is safe",
+            )
+        code = (
+            ProblemCode.UPSTREAM_TIMEOUT if failure.timed_out else ProblemCode.UPSTREAM_DISCONNECTED
+        )
+        if retryable:
+            detail = f"{failure.reason}; this generation may be retried with the same key"
+        else:
+            detail = (
+                f"the request was sent but {failure.reason}; whether it took effect is unknown,"
+                " so the key is held for review and will not be re-sent"
+            )
+        raise RequestRefused(code, detail)
+
+    async def _settle(self, key: RecordKey, fence: int, settlement: Settlement) -> None:
+        """Write the outcome, shielded from cancellation and retried through short store blips.
+
+        If the store stays down the record keeps its lease and turns ``unknown`` once that
+        runs out: the agent got its answer, and a repeat is never sent blindly.
+        """
+        for delay_s in (*_SETTLE_DELAYS_S, None):
+            try:
+                held = await asyncio.shield(self.store.settle(key, fence, settlement))
+            except StoreError:
+                if delay_s is None:
+                    log.error("could not record outcome", extra={"effect_key": str(key)})
+                    return
+                await asyncio.sleep(delay_s)
+                continue
+            if not held:
+                self.metrics.fenced_writes.inc()
+                log.warning("late write dropped: lease lost", extra={"effect_key": str(key)})
+            return
+
+    @contextlib.asynccontextmanager
+    async def _lease_kept(self, key: RecordKey, fence: int, lease_ms: int) -> AsyncIterator[None]:
+        """Renew the lease while a long attempt (an LLM stream) is still running."""
+
+        async def renew_forever() -> None:
+            while True:
+                await asyncio.sleep(lease_ms / 3000)
+                with contextlib.suppress(StoreError):
+                    if not await self.store.renew(key, fence, lease_ms):
+                        return
+
+        renewer = asyncio.create_task(renew_forever())
+        try:
+            yield
+        finally:
+            renewer.cancel()
+
+
+def classify_status(status: int, route: Route) -> RecordState:
+    """What an upstream status says about the effect."""
+    if status in route.not_applied_statuses:
+        return RecordState.NOT_APPLIED
+    if status >= 500:
+        # A 5xx may come after the effect was applied; a generation may simply be retried.
+        if route.effect is EffectClass.GENERATION:
+            return RecordState.NOT_APPLIED
+        return RecordState.UNKNOWN
+    return RecordState.COMPLETED
+
+
+def settlement_for(
+    verdict: RecordState,
+    status: int,
+    headers: tuple[tuple[str, str], ...],
+    relayed: Relayed,
+    route: Route,
+) -> Settlement:
+    if verdict is not RecordState.COMPLETED:
+        return Settlement(verdict, reason=f"upstream answered {status}", ttl_s=route.ttl_s)
+    if not relayed.complete and route.effect is EffectClass.GENERATION:
+        return Settlement(
+            RecordState.NOT_APPLIED, reason="response stream broke off", ttl_s=route.ttl_s
+        )
+    truncated = relayed.truncated or not relayed.complete
+    external_id = string_at(relayed.body, route.external_id) if route.external_id else ""
+    return Settlement(
+        RecordState.COMPLETED,
+        response=StoredResponse(status, headers, relayed.body, body_truncated=truncated),
+        external_id=external_id,
+        reason="" if relayed.complete else "upstream body broke off after the status arrived",
+        ttl_s=route.ttl_s,
+    )
+
+
+def replay_response(record: EffectRecord, outcome: Outcome) -> web.Response:
+    stored = record.response
+    assert stored is not None
+    headers: CIMultiDict[str] = CIMultiDict(stored.headers)
+    headers["Idempotent-Replayed"] = "true"
+    headers.extend(outcome_headers(outcome, str(record.key)))
+    headers.extend(should_retry_headers(False))
+    if stored.body_truncated:
+        headers["Idem-Body-Truncated"] = "true"
+    return web.Response(status=stored.status, body=stored.body, headers=headers)
+
+
+def outcome_unknown(record: EffectRecord) -> RequestRefused:
+    return RequestRefused(
+        ProblemCode.OUTCOME_UNKNOWN,
+        "an earlier attempt may have taken effect but no answer was recorded"
+        f" ({record.reason or 'no reason recorded'}); it waits in the review queue and is not"
+        " re-sent. An operator resolves it with `idemproxy review resolve`.",
+        extra={"review": "/v1/review/" + quote(str(record.key), safe=""), "state": "unknown"},
+    )

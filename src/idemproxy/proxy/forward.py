@@ -1,0 +1,68 @@
+"""One exchange with an upstream, and what its failure says about whether the effect happened."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import aiohttp
+from aiohttp import ClientResponse, ClientSession, ClientTimeout
+from multidict import CIMultiDict
+from yarl import URL
+
+
+class UpstreamFailure(Exception):
+    """The upstream gave no response. ``sent`` is False only when it surely never got one."""
+
+    def __init__(self, *, sent: bool, timed_out: bool, reason: str) -> None:
+        super().__init__(reason)
+        self.sent = sent
+        self.timed_out = timed_out
+        self.reason = reason
+
+
+def classify_failure(exc: BaseException) -> UpstreamFailure:
+    # Connecting failed: not one byte of the request left this process.
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return UpstreamFailure(sent=False, timed_out=True, reason=f"connect timeout: {exc}")
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return UpstreamFailure(sent=False, timed_out=False, reason=f"cannot connect: {exc}")
+    # Anything later may have reached the upstream: it is never treated as "not sent".
+    if isinstance(exc, aiohttp.SocketTimeoutError | TimeoutError):
+        return UpstreamFailure(sent=True, timed_out=True, reason="no answer within read timeout")
+    return UpstreamFailure(
+        sent=True, timed_out=False, reason=f"connection lost: {type(exc).__name__}: {exc}"
+    )
+
+
+@asynccontextmanager
+async def exchange(
+    session: ClientSession,
+    method: str,
+    url: URL,
+    headers: CIMultiDict[str],
+    body: bytes | aiohttp.StreamReader | None,
+    client_timeout: ClientTimeout,
+) -> AsyncIterator[ClientResponse]:
+    """Send the request; yield the response once its headers are in.
+
+    Raises :class:`UpstreamFailure` if no response head arrives. Redirects are never followed:
+    the agent sees exactly what the upstream said.
+    """
+    try:
+        response = await session.request(
+            method,
+            url,
+            headers=headers,
+            data=body,
+            timeout=client_timeout,
+            allow_redirects=False,
+            auto_decompress=False,
+            skip_auto_headers=("User-Agent", "Accept-Encoding", "Accept", "Content-Type"),
+        )
+    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        raise classify_failure(exc) from exc
+    try:
+        yield response
+    finally:
+        response.release()

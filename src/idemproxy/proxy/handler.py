@@ -1,0 +1,204 @@
+"""The request handler: route, classify, then forward (safe) or run the effect flow."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from aiohttp import ClientSession, web
+
+from idemproxy.config import ProxyConfig
+from idemproxy.effectkeys import (
+    ACTION_HEADER,
+    AGENT_HEADER,
+    BATCH_HEADER,
+    IDEMPOTENCY_KEY_HEADER,
+    STEP_HEADER,
+    TOOL_CALL_HEADER,
+    KeyHeaders,
+    resolve_agent,
+    resolve_effect_key,
+)
+from idemproxy.errors import ProblemCode, RequestRefused
+from idemproxy.fingerprint import fingerprint
+from idemproxy.metrics import Metrics
+from idemproxy.policies.model import EffectClass, Route
+from idemproxy.proxy.attempts import Attempts
+from idemproxy.proxy.effects import EffectContext, EffectFlow
+from idemproxy.proxy.forward import UpstreamFailure, exchange
+from idemproxy.proxy.headers import client_response_headers, upstream_request_headers
+from idemproxy.proxy.outcome import Outcome, outcome_headers
+from idemproxy.proxy.problems import problem_response
+from idemproxy.proxy.relay import relay
+from idemproxy.proxy.upstreams import Target, Upstream, resolve_target
+from idemproxy.store.base import Store
+
+log = logging.getLogger(__name__)
+access_log = logging.getLogger("idemproxy.access")
+
+
+@dataclass
+class ProxyState:
+    config: ProxyConfig
+    upstreams: dict[str, Upstream]
+    store: Store
+    metrics: Metrics
+    attempts: Attempts
+    session: ClientSession | None = None
+    flow: EffectFlow | None = None
+    draining: bool = False
+
+
+def key_headers(request: web.Request) -> KeyHeaders:
+    h = request.headers
+    return KeyHeaders(
+        agent=h.get(AGENT_HEADER),
+        batch=h.get(BATCH_HEADER),
+        tool_call=h.get(TOOL_CALL_HEADER),
+        step=h.get(STEP_HEADER),
+        action=h.get(ACTION_HEADER),
+        idempotency_key=h.get(IDEMPOTENCY_KEY_HEADER),
+    )
+
+
+async def read_body(request: web.Request, limit_bytes: int) -> bytes:
+    """The whole request body, refused as soon as it is known to exceed the route's limit."""
+    too_large = RequestRefused(
+        ProblemCode.BODY_TOO_LARGE,
+        f"the request body exceeds this route's limit of {limit_bytes} bytes; send less, or raise"
+        " max_body_bytes in the route's policy",
+    )
+    if request.content_length is not None and request.content_length > limit_bytes:
+        raise too_large
+    body = bytearray()
+    async for chunk in request.content.iter_any():
+        body += chunk
+        if len(body) > limit_bytes:
+            raise too_large
+    return bytes(body)
+
+
+class ProxyHandler:
+    def __init__(self, state: ProxyState) -> None:
+        self.state = state
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        metrics = self.state.metrics
+        metrics.inflight_requests.inc()
+        upstream_name = route_name = "-"
+        effect_key: str | None = None
+        try:
+            target = resolve_target(request.raw_path, self.state.upstreams)
+            upstream_name = target.upstream.name
+            route = target.upstream.matcher.match(request.method, target.path)
+            route_name = route.name
+            response, outcome, effect_key = await self._dispatch(request, target, route)
+        except RequestRefused as refusal:
+            outcome = refusal.code
+            effect_key = refusal.effect_key
+            response = problem_response(
+                refusal.code,
+                refusal.detail,
+                effect_key=refusal.effect_key,
+                retry_after_s=refusal.retry_after_s,
+                extra=refusal.extra,
+            )
+        finally:
+            metrics.inflight_requests.dec()
+        elapsed_s = time.perf_counter() - started
+        metrics.request_duration.observe(elapsed_s)
+        metrics.requests.labels(upstream_name, route_name, outcome).inc()
+        access_log.info(
+            "%s %s -> %s %s",
+            request.method,
+            upstream_name,
+            response.status,
+            outcome,
+            extra={
+                "upstream": upstream_name,
+                "route": route_name,
+                "outcome": str(outcome),
+                "status": response.status,
+                "effect_key": effect_key,
+                "duration_ms": round(elapsed_s * 1000, 3),
+            },
+        )
+        return response
+
+    async def _dispatch(
+        self, request: web.Request, target: Target, route: Route
+    ) -> tuple[web.StreamResponse, Outcome | ProblemCode, str | None]:
+        state = self.state
+        headers = key_headers(request)
+        if route.effect is EffectClass.SAFE:
+            response = await self._forward_unrecorded(request, target, streamed=True)
+            return response, Outcome.FORWARDED, None
+        if state.draining:
+            raise RequestRefused(
+                ProblemCode.SHUTTING_DOWN,
+                "this proxy is shutting down and takes no new effects; retry against its"
+                " replacement",
+                retry_after_s=1,
+            )
+        agent = resolve_agent(headers, state.config.agent_id, state.config.allow_agent_header)
+        body = await read_body(request, route.max_body_bytes)
+        request_fingerprint = fingerprint(
+            request.method,
+            target.upstream.name,
+            target.path,
+            target.query_string,
+            body,
+            request.headers.get("Content-Type", ""),
+            route.volatile_fields,
+        )
+        key = resolve_effect_key(headers, route, agent, request_fingerprint, time.time())
+        if key is None:
+            response = await self._forward_unrecorded(request, target, streamed=False, body=body)
+            return response, Outcome.PASSTHROUGH, None
+        assert state.flow is not None
+        context = EffectContext(request, target, route, key, body, request_fingerprint)
+        try:
+            response, outcome = await state.flow.handle(context)
+        except RequestRefused as refusal:
+            refusal.effect_key = str(key)
+            raise
+        return response, outcome, str(key)
+
+    async def _forward_unrecorded(
+        self, request: web.Request, target: Target, *, streamed: bool, body: bytes | None = None
+    ) -> web.StreamResponse:
+        """Forward without a record: reads, and effects a route lets through unprotected."""
+        assert self.state.session is not None
+        headers = upstream_request_headers(request.headers, keep_length=streamed)
+        payload = (request.content if request.body_exists else None) if streamed else body
+        started = time.perf_counter()
+        try:
+            sending = exchange(
+                self.state.session,
+                request.method,
+                target.url,
+                headers,
+                payload,
+                target.upstream.timeout,
+            )
+            async with sending as answer:
+                self.state.metrics.upstream_request_duration.labels(target.upstream.name).observe(
+                    time.perf_counter() - started
+                )
+                client_headers = client_response_headers(answer.headers)
+                client_headers.extend(outcome_headers(Outcome.FORWARDED, None))
+                response, _ = await relay(request, answer, client_headers, capture_limit=None)
+                return response
+        except UpstreamFailure as failure:
+            if failure.sent:
+                code = ProblemCode.UPSTREAM_DISCONNECTED
+                if failure.timed_out:
+                    code = ProblemCode.UPSTREAM_TIMEOUT
+                detail = f"the upstream did not answer: {failure.reason}"
+                raise RequestRefused(code, detail) from failure
+            raise RequestRefused(
+                ProblemCode.UPSTREAM_UNREACHABLE,
+                f"nothing was sent ({failure.reason}); retrying is safe",
+            ) from failure

@@ -1,0 +1,113 @@
+"""Header hygiene in both directions (RFC 9110 section 7.6.1) and what a record may keep."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from multidict import CIMultiDict, MultiMapping
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+# Recomputed by the side that sends the bytes; passing them on would lie about the framing.
+_FRAMING = frozenset({"content-length", "host"})
+IDEM_PREFIX = "idem-"
+
+# Headers a replay may repeat. Anything else (cookies, auth challenges, rate-limit state that is
+# stale by replay time) is dropped before a response is stored.
+STORED_HEADERS = frozenset(
+    {
+        "content-type",
+        "content-encoding",
+        "content-language",
+        "content-disposition",
+        "location",
+        "etag",
+        "last-modified",
+        "link",
+        "request-id",
+        "x-request-id",
+        "idempotency-key",
+        "original-request",
+        "stripe-version",
+        "openai-model",
+        "openai-organization",
+        "openai-processing-ms",
+        "openai-version",
+        "anthropic-organization-id",
+    }
+)
+SECRET_HEADERS = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "cookie",
+        "set-cookie",
+        "x-api-key",
+        "api-key",
+        "x-goog-api-key",
+        "x-auth-token",
+    }
+)
+
+
+def nominated_by_connection(headers: MultiMapping[str]) -> set[str]:
+    """Header names a sender listed in ``Connection``: hop-by-hop for this one connection."""
+    names: set[str] = set()
+    for value in headers.getall("Connection", []):
+        names.update(token.strip().lower() for token in value.split(",") if token.strip())
+    return names
+
+
+def _end_to_end(headers: Iterable[tuple[str, str]], dropped: set[str]) -> CIMultiDict[str]:
+    kept: CIMultiDict[str] = CIMultiDict()
+    for name, value in headers:
+        lower = name.lower()
+        if lower in HOP_BY_HOP or lower in _FRAMING or lower in dropped:
+            continue
+        kept.add(name, value)
+    return kept
+
+
+def upstream_request_headers(headers: MultiMapping[str], *, keep_length: bool) -> CIMultiDict[str]:
+    """The client's headers as the upstream should see them: no hop-by-hop, no ``Idem-*``.
+
+    ``Host`` is dropped so the client library sets the upstream's own. ``Content-Length`` is
+    kept only when the body is streamed through unchanged.
+    """
+    dropped = nominated_by_connection(headers)
+    dropped.update(name.lower() for name in headers if name.lower().startswith(IDEM_PREFIX))
+    kept = _end_to_end(headers.items(), dropped)
+    if keep_length and "Content-Length" in headers:
+        kept["Content-Length"] = headers["Content-Length"]
+    return kept
+
+
+def client_response_headers(headers: MultiMapping[str]) -> CIMultiDict[str]:
+    """The upstream's response headers as the agent should see them."""
+    kept = _end_to_end(headers.items(), nominated_by_connection(headers))
+    if "Content-Length" in headers and "Transfer-Encoding" not in headers:
+        kept["Content-Length"] = headers["Content-Length"]
+    return kept
+
+
+def headers_to_store(
+    headers: MultiMapping[str], *, allow_set_cookie: bool
+) -> tuple[tuple[str, str], ...]:
+    """The allow-listed subset of a response's headers that a replay repeats."""
+    stored = []
+    for name, value in headers.items():
+        lower = name.lower()
+        if lower in STORED_HEADERS or (allow_set_cookie and lower == "set-cookie"):
+            stored.append((name, value))
+    return tuple(stored)

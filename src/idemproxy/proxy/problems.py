@@ -1,0 +1,81 @@
+"""Problem documents (RFC 9457): every answer the proxy gives instead of the upstream's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from idemproxy.errors import ProblemCode
+
+PROBLEM_TYPE_BASE = "https://idemproxy.dev/problems/"
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+
+_STATUS: dict[ProblemCode, tuple[int, str]] = {
+    ProblemCode.MISSING_IDEMPOTENCY_KEY: (400, "Missing idempotency key"),
+    ProblemCode.INVALID_IDEMPOTENCY_KEY: (400, "Invalid idempotency key"),
+    ProblemCode.INVALID_REQUEST: (400, "Invalid request"),
+    ProblemCode.UNKNOWN_UPSTREAM: (404, "Unknown upstream"),
+    ProblemCode.REQUEST_IN_PROGRESS: (409, "Request in progress"),
+    ProblemCode.OUTCOME_UNKNOWN: (409, "Outcome unknown"),
+    ProblemCode.BODY_TOO_LARGE: (413, "Request body too large"),
+    ProblemCode.IDEMPOTENCY_KEY_REUSED: (422, "Idempotency key reused"),
+    ProblemCode.UPSTREAM_UNREACHABLE: (502, "Upstream unreachable"),
+    ProblemCode.UPSTREAM_DISCONNECTED: (502, "Upstream connection lost"),
+    ProblemCode.STORE_UNAVAILABLE: (503, "Store unavailable"),
+    ProblemCode.SHUTTING_DOWN: (503, "Shutting down"),
+    ProblemCode.UPSTREAM_TIMEOUT: (504, "Upstream timeout"),
+}
+
+# Answers a client retry can change: nothing was sent, or the store or holder may soon be back.
+# Every other refusal tells SDK retry loops to stop, since a retry gets the same answer.
+_RETRYABLE = frozenset(
+    {
+        ProblemCode.REQUEST_IN_PROGRESS,
+        ProblemCode.UPSTREAM_UNREACHABLE,
+        ProblemCode.STORE_UNAVAILABLE,
+        ProblemCode.SHUTTING_DOWN,
+    }
+)
+
+
+def should_retry_headers(retry: bool) -> dict[str, str]:
+    """The headers OpenAI/Anthropic (x-should-retry) and Stripe SDKs obey."""
+    value = "true" if retry else "false"
+    return {"x-should-retry": value, "Stripe-Should-Retry": value}
+
+
+def problem_status(code: ProblemCode) -> int:
+    return _STATUS[code][0]
+
+
+def problem_response(
+    code: ProblemCode,
+    detail: str,
+    *,
+    effect_key: str | None = None,
+    retry_after_s: int | None = None,
+    extra: dict[str, Any] | None = None,
+) -> web.Response:
+    status, title = _STATUS[code]
+    document: dict[str, Any] = {
+        "type": PROBLEM_TYPE_BASE + code,
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
+    if effect_key is not None:
+        document["effect_key"] = effect_key
+    document.update(extra or {})
+    headers = {"Idem-Outcome": str(code), **should_retry_headers(code in _RETRYABLE)}
+    if effect_key is not None:
+        headers["Idem-Key"] = effect_key
+    if retry_after_s is not None:
+        headers["Retry-After"] = str(retry_after_s)
+    return web.Response(
+        status=status,
+        body=orjson.dumps(document),
+        content_type=PROBLEM_CONTENT_TYPE,
+        headers=headers,
+    )

@@ -1,0 +1,100 @@
+"""Run the proxy and admin listeners until SIGTERM/SIGINT, then shut down gracefully."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+
+from aiohttp import web
+
+from idemproxy.admin.app import build_admin_app
+from idemproxy.config import LoadedConfig
+from idemproxy.instrumented import InstrumentedStore
+from idemproxy.metrics import Metrics
+from idemproxy.proxy.app import build_proxy_app
+from idemproxy.proxy.attempts import Attempts
+from idemproxy.proxy.handler import ProxyState
+from idemproxy.proxy.upstreams import Upstream
+from idemproxy.store.base import Store, StoreError
+from idemproxy.store.factory import open_store
+from idemproxy.store.records import RecordState, Settlement
+
+log = logging.getLogger(__name__)
+
+
+def build_state(loaded: LoadedConfig, store: Store, metrics: Metrics) -> ProxyState:
+    config = loaded.config
+    upstreams = {
+        name: Upstream.configure(name, upstream, loaded.policies[name])
+        for name, upstream in config.upstreams.items()
+    }
+    return ProxyState(
+        config=config,
+        upstreams=upstreams,
+        store=InstrumentedStore(store, metrics),
+        metrics=metrics,
+        attempts=Attempts(),
+    )
+
+
+async def _abandon(state: ProxyState) -> None:
+    """Mark what is still held after the shutdown timeout unknown: it may have taken effect."""
+    for key, fence in state.attempts.held():
+        settlement = Settlement(RecordState.UNKNOWN, reason="proxy shut down holding the request")
+        with contextlib.suppress(StoreError):
+            await state.store.settle(key, fence, settlement)
+        log.warning("abandoned in-flight effect", extra={"effect_key": str(key)})
+
+
+async def serve(loaded: LoadedConfig, stop: asyncio.Event | None = None) -> None:
+    config = loaded.config
+    if config.store.startswith("memory:"):
+        log.warning(
+            "store is memory://: records vanish when this process stops; use it for tests only"
+        )
+    metrics = Metrics()
+    store = open_store(config.store)
+    state = build_state(loaded, store, metrics)
+    proxy_runner = web.AppRunner(
+        build_proxy_app(state),
+        access_log=None,
+        auto_decompress=False,  # bodies pass through exactly as the agent encoded them
+        shutdown_timeout=config.shutdown_timeout_s,
+    )
+    admin_runner = web.AppRunner(build_admin_app(state), access_log=None)
+    await proxy_runner.setup()
+    await admin_runner.setup()
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        proxy_site = web.TCPSite(proxy_runner, config.listen.host, config.listen.port)
+        admin_site = web.TCPSite(admin_runner, config.admin_listen.host, config.admin_listen.port)
+        await admin_site.start()
+        await proxy_site.start()
+        log.info(
+            "idemproxy listening",
+            extra={
+                "listen": str(config.listen),
+                "admin_listen": str(config.admin_listen),
+                "store": store.backend,
+                "upstreams": sorted(state.upstreams),
+            },
+        )
+        await stop.wait()
+        log.info(
+            "shutting down: no new effects, in-flight ones get %.1f s", config.shutdown_timeout_s
+        )
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        state.draining = True
+        # Stops listening, waits up to shutdown_timeout_s for handlers, then cancels the rest;
+        # a cancelled effect records itself unknown on the way out.
+        await proxy_runner.cleanup()
+        await _abandon(state)
+        await admin_runner.cleanup()
+        await state.store.close()
