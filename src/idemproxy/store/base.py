@@ -58,8 +58,8 @@ class Store(Protocol):
         - no record, or ``not_applied`` with the same fingerprint: becomes ``in_flight`` with
           ``fence`` one above the last and a lease of ``lease_ms``; ``attempts`` grows by one.
         - ``in_flight`` under a live lease, ``completed``, ``unknown``, or a fingerprint that
-          differs: unchanged, returned. A ``completed`` record found this way emits an
-          ``effect.replayed`` event.
+          differs: unchanged, returned. A ``completed`` record with the same fingerprint emits
+          an ``effect.replayed`` event (one with another fingerprint is a refusal, not a replay).
         - ``in_flight`` with an expired lease: becomes ``unknown`` (emitting ``effect.unknown``)
           and is returned.
         """

@@ -81,7 +81,11 @@ class MemoryStore:
                 and record.fingerprint == request.fingerprint
             )
             if not reclaimable:
-                if record.state is RecordState.COMPLETED:
+                # A different fingerprint is refused (key reused), not replayed.
+                if (
+                    record.state is RecordState.COMPLETED
+                    and record.fingerprint == request.fingerprint
+                ):
                     self._emit(record, EventType.REPLAYED, now_ms)
                 return ClaimResult(claimed=False, fence=record.fence, record=record)
         fence = record.fence + 1 if record else 1

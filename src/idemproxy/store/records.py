@@ -116,6 +116,10 @@ class Settlement:
     reason: str = ""
     ttl_s: int = 86_400
 
+    def __post_init__(self) -> None:
+        if self.state is RecordState.IN_FLIGHT:
+            raise ValueError("a settlement ends an attempt: its state cannot be in_flight")
+
     def event_type(self) -> EventType:
         if self.state is RecordState.COMPLETED:
             failed = self.response is not None and self.response.status >= 400
