@@ -1,0 +1,110 @@
+"""Every Redis key the store writes, in one place.
+
+All keys of one agent carry the hash tag ``{<agent>}``, so every Lua script touches a single
+slot and the same layout works on Redis Cluster::
+
+    idem:{A}:r:<effect_id>   hash    one effect record (state, fence, lease, response, ...)
+    idem:{A}:outbox          stream  the agent's events; the stream id is the event id
+    idem:{A}:unknown         zset    effect ids awaiting review, scored by updated ms
+    idem:{A}:b:<batch>       set     effect ids claimed under one batch
+
+Agent, effect and batch ids come from request headers, so each is percent-encoded with every
+character outside ``A-Za-z0-9_.-~`` escaped (``{``, ``}``, ``:`` and ``%`` included). The
+encoding is injective and never yields ``{``, ``}`` or ``:``, so a crafted id can neither move
+a key to another slot nor collide with another agent's keys. An empty agent is written as a
+lone ``%``, which no encoded string can be: an empty tag ``{}`` would make Redis Cluster hash
+the whole key name and scatter the agent's keys over several slots.
+
+Stored response headers (here and in the SQLite store) are an orjson list of ``[name, value]``
+pairs; see :func:`dump_headers`.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import orjson
+
+from idemproxy.store.records import RecordKey
+
+PREFIX = "idem"
+
+# Hash fields of a record. Short names because every record carries all of them.
+F_STATE = "state"
+F_FENCE = "fence"
+F_FINGERPRINT = "fp"
+F_BATCH = "batch"
+F_TOOL_CALL = "tool_call"
+F_ACTION = "action"
+F_UPSTREAM = "upstream"
+F_METHOD = "method"
+F_PATH = "path"
+F_LEASE_EXPIRES_MS = "lease_exp"
+F_CREATED_MS = "created"
+F_UPDATED_MS = "updated"
+F_ATTEMPTS = "attempts"
+F_STATUS = "status"  # present only when the record holds a response
+F_HEADERS = "headers"  # orjson list of [name, value] pairs
+F_BODY = "body"
+F_TRUNCATED = "trunc"
+F_EXTERNAL_ID = "ext"
+F_REASON = "reason"
+F_BATCH_KEY = "bkey"  # name of the batch index set, so settle can extend its expiry
+
+
+def encode_id(value: str) -> str:
+    """Percent-encode a user-supplied id so it is safe inside a key name."""
+    return quote(value, safe="")
+
+
+def agent_tag(agent: str) -> str:
+    """The hash tag shared by every key of ``agent``."""
+    return "{" + (encode_id(agent) or "%") + "}"
+
+
+def record_key(key: RecordKey) -> str:
+    """The hash holding one effect record."""
+    return f"{PREFIX}:{agent_tag(key.agent)}:r:{encode_id(key.effect_id)}"
+
+
+def outbox_key(agent: str) -> str:
+    """The stream of the agent's events."""
+    return f"{PREFIX}:{agent_tag(agent)}:outbox"
+
+
+def unknown_key(agent: str) -> str:
+    """The review queue: effect ids in state ``unknown``, scored by updated ms."""
+    return f"{PREFIX}:{agent_tag(agent)}:unknown"
+
+
+def batch_key(agent: str, batch: str) -> str:
+    """The set of effect ids claimed under ``batch``."""
+    return f"{PREFIX}:{agent_tag(agent)}:b:{encode_id(batch)}"
+
+
+def dump_headers(headers: tuple[tuple[str, str], ...]) -> bytes:
+    """Serialize response headers so that any ``str`` comes back exactly.
+
+    aiohttp decodes header bytes as UTF-8 with ``surrogateescape``, so a value may hold lone
+    surrogates, which JSON cannot carry. Each string is therefore stored as its UTF-8
+    (``surrogatepass``) bytes read as latin-1: identical for ASCII, reversible for everything.
+    """
+    return orjson.dumps([[_to_latin1(name), _to_latin1(value)] for name, value in headers])
+
+
+def load_headers(data: bytes) -> tuple[tuple[str, str], ...]:
+    """The inverse of :func:`dump_headers`; raises ``ValueError`` on anything else."""
+    pairs = orjson.loads(data)
+    if not isinstance(pairs, list):
+        raise ValueError("stored headers are not a list")
+    return tuple((_from_latin1(name), _from_latin1(value)) for name, value in pairs)
+
+
+def _to_latin1(text: str) -> str:
+    return text.encode("utf-8", "surrogatepass").decode("latin-1")
+
+
+def _from_latin1(text: object) -> str:
+    if not isinstance(text, str):
+        raise ValueError("stored header is not a string")
+    return text.encode("latin-1").decode("utf-8", "surrogatepass")

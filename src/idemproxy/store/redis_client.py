@@ -1,0 +1,101 @@
+"""Redis clients built from store URLs: single node, Sentinel and Cluster, all lazy.
+
+::
+
+    redis://[user:pass@]host[:port][/db]            rediss:// for TLS
+    redis+sentinel://[user:pass@]host[:port][,host[:port]...]/service_name[/db]
+    redis+cluster://[user:pass@]host[:port][,host[:port]...]
+
+Building a client opens no connection, so a Redis that is down at start-up is found out by the
+first call and reported as unavailable, not as a bad URL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
+from redis.backoff import ConstantBackoff
+from redis.exceptions import ConnectionError
+
+CONNECT_TIMEOUT_S = 1.0
+OPERATION_TIMEOUT_S = 2.0
+SENTINEL_PORT = 26379
+REDIS_PORT = 6379
+
+
+def client_options() -> dict[str, Any]:
+    """Connection settings shared by every kind of Redis client the store builds.
+
+    One quick retry, on connection errors only: it replaces a pooled connection that Redis
+    closed (a restart) without making a dead server look alive for long. A timeout is not
+    retried, because the script may have run and a claim or settle must not run twice.
+    """
+    return {
+        "socket_connect_timeout": CONNECT_TIMEOUT_S,
+        "socket_timeout": OPERATION_TIMEOUT_S,
+        "retry": Retry(ConstantBackoff(0.05), 1, supported_errors=(ConnectionError,)),
+    }
+
+
+def clients_from_url(url: str) -> tuple[Redis | RedisCluster, list[Redis]]:
+    """The client to use and any helper clients (Sentinels) to close with it.
+
+    Raises ``ValueError`` for a URL that names no Redis deployment or cannot be parsed.
+    """
+    scheme = url.partition("://")[0].lower()
+    if scheme in ("redis", "rediss"):
+        return Redis.from_url(url, **client_options()), []
+    if scheme == "redis+sentinel":
+        return _sentinel_clients(url)
+    if scheme == "redis+cluster":
+        return _cluster_client(url), []
+    raise ValueError(f"unknown scheme {scheme!r}")
+
+
+def _sentinel_clients(url: str) -> tuple[Redis, list[Redis]]:
+    """``redis+sentinel://[user:pass@]host:port[,host:port...]/service[/db]``."""
+    parts = urlsplit(url)
+    username, password, hosts = _hosts(parts.netloc, default_port=SENTINEL_PORT)
+    path = [segment for segment in parts.path.split("/") if segment]
+    if not 1 <= len(path) <= 2:
+        raise ValueError("the path must be /service_name or /service_name/db")
+    db = int(path[1]) if len(path) == 2 else 0
+    options = client_options()
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+        hosts,
+        sentinel_kwargs={k: v for k, v in options.items() if k != "retry"},
+        **options,
+    )
+    master = sentinel.master_for(unquote(path[0]), db=db, username=username, password=password)
+    return master, list(sentinel.sentinels)
+
+
+def _cluster_client(url: str) -> RedisCluster:
+    """``redis+cluster://[user:pass@]host:port[,host:port...]``: any nodes; the rest are found."""
+    parts = urlsplit(url)
+    username, password, hosts = _hosts(parts.netloc, default_port=REDIS_PORT)
+    if parts.path.strip("/"):
+        raise ValueError("a cluster URL has no path: Redis Cluster has only database 0")
+    return RedisCluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in hosts],
+        username=username,
+        password=password,
+        **client_options(),
+    )
+
+
+def _hosts(netloc: str, default_port: int) -> tuple[str | None, str | None, list[tuple[str, int]]]:
+    userinfo, _, hostlist = netloc.rpartition("@")
+    user, _, secret = userinfo.partition(":")
+    hosts = []
+    for item in hostlist.split(","):
+        parsed = urlsplit(f"//{item}")
+        if not parsed.hostname:
+            raise ValueError(f"no host in {item!r}")
+        hosts.append((parsed.hostname, parsed.port or default_port))
+    return unquote(user) or None, unquote(secret) or None, hosts

@@ -1,0 +1,299 @@
+"""Redis backend: one Lua script per state change, keys laid out in :mod:`.layout`.
+
+A claim, a settle and a renew are one round trip each; a claim that finds a completed record
+returns it, body included, in that same round trip. Connections are opened lazily, time out
+fast (a dead Redis is reported in a second or two, not after a long retry loop) and come back
+by themselves when Redis does: redis-py replaces a broken pooled connection on the next call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import (
+    ClusterDownError,
+    ConnectionError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    RedisClusterException,
+    RedisError,
+    TimeoutError,
+    TryAgainError,
+)
+
+from idemproxy.store import layout, redis_client, redis_scripts
+from idemproxy.store.base import InvalidStoreURL, StoreCorrupt, StoreError, StoreUnavailable
+from idemproxy.store.records import (
+    ClaimRequest,
+    ClaimResult,
+    EffectEvent,
+    EffectMeta,
+    EffectRecord,
+    EventType,
+    RecordKey,
+    RecordState,
+    Settlement,
+    StoredResponse,
+)
+
+EVENT_RETENTION_S = 7 * 86_400
+EXPIRED_LEASE_REASON = "lease expired: the proxy holding this request stopped"
+
+RedisClient = Redis | RedisCluster
+ScriptArg = str | int | bytes
+
+# Errors that mean "Redis cannot serve us right now" rather than "we sent something wrong".
+# ConnectionError covers BusyLoadingError and Sentinel's MasterNotFoundError.
+_UNAVAILABLE: tuple[type[Exception], ...] = (
+    ConnectionError,
+    TimeoutError,
+    ReadOnlyError,
+    OutOfMemoryError,
+    ClusterDownError,
+    TryAgainError,
+    RedisClusterException,
+)
+_STREAM_ID = re.compile(r"\d+-\d+")
+
+
+@contextlib.contextmanager
+def _translated(op: str) -> Iterator[None]:
+    try:
+        yield
+    except _UNAVAILABLE as exc:
+        raise StoreUnavailable(f"redis unavailable during {op}: {exc}") from exc
+    except RedisError as exc:
+        raise StoreError(f"redis error during {op}: {exc}") from exc
+
+
+class RedisStore:
+    """The :class:`~idemproxy.store.base.Store` on Redis: single node, Sentinel or Cluster."""
+
+    backend = "redis"
+
+    def __init__(
+        self,
+        client: RedisClient,
+        *,
+        event_retention_s: int = EVENT_RETENTION_S,
+        extra_clients: Sequence[Redis] = (),
+    ) -> None:
+        """Use ``client`` (built with ``decode_responses=False``); the store closes it."""
+        self._client = client
+        self._extra_clients = tuple(extra_clients)
+        self._retention_ms = event_retention_s * 1000
+        self._claim = client.register_script(redis_scripts.CLAIM)
+        self._settle = client.register_script(redis_scripts.SETTLE)
+        self._renew = client.register_script(redis_scripts.RENEW)
+        self._fetch_unknown = client.register_script(redis_scripts.FETCH_UNKNOWN)
+        self._fetch_batch = client.register_script(redis_scripts.FETCH_BATCH)
+
+    @classmethod
+    def from_url(cls, url: str, *, event_retention_s: int = EVENT_RETENTION_S) -> RedisStore:
+        """Build from ``redis://``, ``rediss://``, ``redis+sentinel://`` or ``redis+cluster://``.
+
+        Nothing is connected yet: a Redis that is down now is found out by the first call.
+        """
+        try:
+            client, extra = redis_client.clients_from_url(url)
+        except ValueError as exc:
+            raise InvalidStoreURL(f"cannot use redis URL {url!r}: {exc}") from exc
+        return cls(client, event_retention_s=event_retention_s, extra_clients=extra)
+
+    async def ping(self) -> None:
+        with _translated("ping"):
+            await self._client.ping()
+
+    async def close(self) -> None:
+        with _translated("close"):
+            await self._client.aclose()
+            for client in self._extra_clients:
+                await client.aclose()
+
+    async def claim(self, request: ClaimRequest) -> ClaimResult:
+        key, meta = request.key, request.meta
+        keys = [
+            layout.record_key(key),
+            layout.outbox_key(key.agent),
+            layout.unknown_key(key.agent),
+            layout.batch_key(key.agent, meta.batch),
+        ]
+        args: list[ScriptArg] = [
+            key.effect_id,
+            request.fingerprint,
+            request.lease_ms,
+            request.ttl_s * 1000,
+            meta.batch,
+            meta.tool_call,
+            meta.action,
+            meta.upstream,
+            meta.method,
+            meta.path,
+            self._retention_ms,
+            EXPIRED_LEASE_REASON,
+        ]
+        with _translated("claim"):
+            reply = await self._claim(keys=keys, args=args)
+        fence = int(reply[1])
+        if int(reply[0]) == 1:
+            return ClaimResult(claimed=True, fence=fence)
+        return ClaimResult(claimed=False, fence=fence, record=decode_record(key, reply[2]))
+
+    async def settle(self, key: RecordKey, fence: int, settlement: Settlement) -> bool:
+        response = settlement.response
+        keys = [
+            layout.record_key(key),
+            layout.outbox_key(key.agent),
+            layout.unknown_key(key.agent),
+        ]
+        args: list[ScriptArg] = [
+            key.effect_id,
+            fence,
+            settlement.state.value,
+            settlement.event_type().value,
+            settlement.ttl_s * 1000,
+            self._retention_ms,
+            settlement.external_id,
+            settlement.reason,
+        ]
+        if response is None:
+            args += ["0", 0, b"", b"", "0"]
+        else:
+            headers = layout.dump_headers(response.headers)
+            args += [
+                "1",
+                response.status,
+                headers,
+                response.body,
+                str(int(response.body_truncated)),
+            ]
+        with _translated("settle"):
+            return int(await self._settle(keys=keys, args=args)) == 1
+
+    async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
+        with _translated("renew"):
+            reply = await self._renew(keys=[layout.record_key(key)], args=[fence, lease_ms])
+        return int(reply) == 1
+
+    async def get(self, key: RecordKey) -> EffectRecord | None:
+        fields: Any  # bytes throughout: the client is built with decode_responses=False
+        with _translated("get"):
+            fields = await self._client.hgetall(layout.record_key(key))
+        return decode_record(key, fields) if fields else None
+
+    async def list_unknown(self, agent: str, limit: int = 100) -> list[EffectRecord]:
+        index = layout.unknown_key(agent)
+        found: list[EffectRecord] = []
+        start = 0
+        ids: Any
+        with _translated("list_unknown"):
+            while len(found) < limit:
+                # Stale entries are dropped by the fetch, so later pages shift down.
+                ids = await self._client.zrange(index, start, start + limit - len(found) - 1)
+                if not ids:
+                    break
+                live = await self._fetch(self._fetch_unknown, index, agent, ids)
+                found += [decode_record(RecordKey(agent, i.decode()), r) for i, r in live]
+                start += len(live)
+        return found
+
+    async def batch_records(self, agent: str, batch: str) -> list[EffectRecord]:
+        index = layout.batch_key(agent, batch)
+        ids: Any
+        with _translated("batch_records"):
+            ids = sorted(await self._client.smembers(index))
+            replies = await self._fetch(self._fetch_batch, index, agent, ids) if ids else []
+        records = [decode_record(RecordKey(agent, i.decode()), r) for i, r in replies if r]
+        records.sort(key=lambda record: record.created_ms)
+        return records
+
+    async def _fetch(
+        self, script: Any, index: str, agent: str, ids: Sequence[bytes]
+    ) -> list[tuple[bytes, Any]]:
+        """The live records listed in ``index`` under ``ids``; the script drops stale entries."""
+        keys = [index] + [layout.record_key(RecordKey(agent, i.decode())) for i in ids]
+        replies = await script(keys=keys, args=list(ids))
+        return [(i, reply) for i, reply in zip(ids, replies, strict=True) if reply]
+
+    async def read_events(
+        self, agent: str, after: str | None = None, limit: int = 100
+    ) -> list[EffectEvent]:
+        if after is not None and not _STREAM_ID.fullmatch(after):
+            raise ValueError(f"not an event id of the redis store: {after!r}")
+        start = "-" if after is None else f"({after}"
+        entries: Any
+        with _translated("read_events"):
+            entries = await self._client.xrange(layout.outbox_key(agent), start, "+", count=limit)
+        return [decode_event(agent, event_id, fields) for event_id, fields in entries]
+
+
+def decode_record(key: RecordKey, raw: Any) -> EffectRecord:
+    """A record from its hash: ``HGETALL`` as a dict of bytes, or flat from a script."""
+    try:
+        fields: dict[bytes, bytes]
+        fields = raw if isinstance(raw, dict) else dict(zip(raw[::2], raw[1::2], strict=True))
+
+        def text(name: str) -> str:
+            return fields[name.encode()].decode()
+
+        response = None
+        if layout.F_STATUS.encode() in fields:
+            response = StoredResponse(
+                status=int(text(layout.F_STATUS)),
+                headers=layout.load_headers(fields[layout.F_HEADERS.encode()]),
+                body=fields[layout.F_BODY.encode()],
+                body_truncated=text(layout.F_TRUNCATED) == "1",
+            )
+        return EffectRecord(
+            key=key,
+            state=RecordState(text(layout.F_STATE)),
+            fence=int(text(layout.F_FENCE)),
+            fingerprint=text(layout.F_FINGERPRINT),
+            meta=EffectMeta(
+                batch=text(layout.F_BATCH),
+                tool_call=text(layout.F_TOOL_CALL),
+                action=text(layout.F_ACTION),
+                upstream=text(layout.F_UPSTREAM),
+                method=text(layout.F_METHOD),
+                path=text(layout.F_PATH),
+            ),
+            lease_expires_ms=int(text(layout.F_LEASE_EXPIRES_MS)),
+            created_ms=int(text(layout.F_CREATED_MS)),
+            updated_ms=int(text(layout.F_UPDATED_MS)),
+            attempts=int(text(layout.F_ATTEMPTS)),
+            response=response,
+            external_id=text(layout.F_EXTERNAL_ID),
+            reason=text(layout.F_REASON),
+        )
+    except (KeyError, ValueError, TypeError, AttributeError) as exc:
+        raise StoreCorrupt(f"effect record {key} cannot be decoded: {exc!r}") from exc
+
+
+def decode_event(agent: str, event_id: Any, raw: Any) -> EffectEvent:
+    """An event from its outbox stream entry."""
+    try:
+        fields = {name.decode(): value.decode() for name, value in raw.items()}
+        return EffectEvent(
+            event_id=event_id.decode(),
+            type=EventType(fields["type"]),
+            key=RecordKey(agent, fields["effect_id"]),
+            meta=EffectMeta(
+                batch=fields["batch"],
+                tool_call=fields["tool_call"],
+                action=fields["action"],
+                upstream=fields["upstream"],
+                method=fields["method"],
+                path=fields["path"],
+            ),
+            status=int(fields["status"]),
+            external_id=fields["ext"],
+            reason=fields["reason"],
+            ts_ms=int(fields["ts"]),
+        )
+    except (KeyError, ValueError, TypeError, AttributeError) as exc:
+        raise StoreCorrupt(f"event {event_id!r} of agent {agent!r} cannot be decoded") from exc
