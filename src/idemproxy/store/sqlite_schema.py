@@ -1,0 +1,230 @@
+"""Tables of the SQLite store and the rows they hold; called only on the store's own thread.
+
+::
+
+    records  one row per (agent, effect_id): the record, its response and ``expires_ms``
+    events   the outbox; ``id`` (AUTOINCREMENT, never reused) is the event id, printed as
+             20 zero-padded digits so that ids compare as text in the order they were written
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from idemproxy.store.base import StoreCorrupt
+from idemproxy.store.layout import dump_headers, load_headers
+from idemproxy.store.records import (
+    EffectEvent,
+    EffectMeta,
+    EffectRecord,
+    EventType,
+    RecordKey,
+    RecordState,
+    StoredResponse,
+)
+
+SCHEMA_VERSION = 1
+
+_TABLES = (
+    """CREATE TABLE IF NOT EXISTS records (
+        agent TEXT NOT NULL, effect_id TEXT NOT NULL, state TEXT NOT NULL,
+        fence INTEGER NOT NULL, fingerprint TEXT NOT NULL,
+        batch TEXT NOT NULL, tool_call TEXT NOT NULL, action TEXT NOT NULL,
+        upstream TEXT NOT NULL, method TEXT NOT NULL, path TEXT NOT NULL,
+        lease_expires_ms INTEGER NOT NULL, created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL, attempts INTEGER NOT NULL,
+        status INTEGER, headers BLOB, body BLOB, body_truncated INTEGER NOT NULL,
+        external_id TEXT NOT NULL, reason TEXT NOT NULL, expires_ms INTEGER NOT NULL,
+        PRIMARY KEY (agent, effect_id))""",
+    "CREATE INDEX IF NOT EXISTS records_batch ON records (agent, batch, created_ms)",
+    "CREATE INDEX IF NOT EXISTS records_state ON records (agent, state, updated_ms)",
+    "CREATE INDEX IF NOT EXISTS records_expiry ON records (expires_ms)",
+    """CREATE TABLE IF NOT EXISTS events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, agent TEXT NOT NULL, effect_id TEXT NOT NULL,
+        type TEXT NOT NULL, batch TEXT NOT NULL, tool_call TEXT NOT NULL,
+        action TEXT NOT NULL, upstream TEXT NOT NULL, method TEXT NOT NULL,
+        path TEXT NOT NULL, status INTEGER NOT NULL, external_id TEXT NOT NULL,
+        reason TEXT NOT NULL, ts_ms INTEGER NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS events_agent ON events (agent, id)",
+    "CREATE INDEX IF NOT EXISTS events_age ON events (ts_ms)",
+)
+
+# Spliced into SQL text below (hence the S608 waivers): a constant, never user input.
+_RECORD_COLUMNS = (
+    "agent, effect_id, state, fence, fingerprint, batch, tool_call, action, upstream, method,"
+    " path, lease_expires_ms, created_ms, updated_ms, attempts, status, headers, body,"
+    " body_truncated, external_id, reason, expires_ms"
+)
+
+
+def connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
+    """Open the file, switch it to WAL and create the tables if they are missing."""
+    db = sqlite3.connect(path, isolation_level=None, timeout=busy_timeout_ms / 1000)
+    try:
+        db.row_factory = sqlite3.Row
+        db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        # WAL lets readers (other proxies, the CLI) run while one process writes.
+        db.execute("PRAGMA journal_mode = WAL")
+        # FULL syncs the WAL at every commit. NORMAL would be faster but a power cut could then
+        # lose the last commits: a completed effect forgotten is an effect done twice on retry.
+        db.execute("PRAGMA synchronous = FULL")
+        db.execute("BEGIN IMMEDIATE")
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreCorrupt(f"{path} has schema {version}, newer than {SCHEMA_VERSION}")
+        for statement in _TABLES:
+            db.execute(statement)
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        db.execute("COMMIT")
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def load(db: sqlite3.Connection, key: RecordKey, now_ms: int) -> tuple[EffectRecord, int] | None:
+    """The live record and its ``expires_ms``; a record past its TTL counts as absent."""
+    row = db.execute(
+        f"SELECT {_RECORD_COLUMNS} FROM records WHERE agent = ? AND effect_id = ?",  # noqa: S608
+        (key.agent, key.effect_id),
+    ).fetchone()
+    if row is None or row["expires_ms"] <= now_ms:
+        return None
+    return decode_record(row), row["expires_ms"]
+
+
+def select(db: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> list[EffectRecord]:
+    """Records matching a fixed ``WHERE ... ORDER BY`` clause written by the store."""
+    rows = db.execute(f"SELECT {_RECORD_COLUMNS} FROM records {where}", params)  # noqa: S608
+    return [decode_record(row) for row in rows]
+
+
+def save(db: sqlite3.Connection, record: EffectRecord, expires_ms: int) -> None:
+    """Insert or overwrite the record's row."""
+    response, meta = record.response, record.meta
+    db.execute(
+        f"INSERT OR REPLACE INTO records ({_RECORD_COLUMNS})"  # noqa: S608
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            record.key.agent,
+            record.key.effect_id,
+            record.state.value,
+            record.fence,
+            record.fingerprint,
+            meta.batch,
+            meta.tool_call,
+            meta.action,
+            meta.upstream,
+            meta.method,
+            meta.path,
+            record.lease_expires_ms,
+            record.created_ms,
+            record.updated_ms,
+            record.attempts,
+            response.status if response else None,
+            dump_headers(response.headers) if response else None,
+            response.body if response else None,
+            int(response.body_truncated) if response else 0,
+            record.external_id,
+            record.reason,
+            expires_ms,
+        ),
+    )
+
+
+def append_event(
+    db: sqlite3.Connection, record: EffectRecord, type_: EventType, now_ms: int
+) -> None:
+    """Add the record's current state to the outbox."""
+    meta = record.meta
+    db.execute(
+        "INSERT INTO events (agent, effect_id, type, batch, tool_call, action, upstream, method,"
+        " path, status, external_id, reason, ts_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            record.key.agent,
+            record.key.effect_id,
+            type_.value,
+            meta.batch,
+            meta.tool_call,
+            meta.action,
+            meta.upstream,
+            meta.method,
+            meta.path,
+            record.response.status if record.response else 0,
+            record.external_id,
+            record.reason,
+            now_ms,
+        ),
+    )
+
+
+def read_events(db: sqlite3.Connection, agent: str, after_id: int, limit: int) -> list[EffectEvent]:
+    """The agent's events with ``id`` above ``after_id``, oldest first."""
+    rows = db.execute(
+        "SELECT * FROM events WHERE agent = ? AND id > ? ORDER BY id LIMIT ?",
+        (agent, after_id, limit),
+    )
+    try:
+        return [
+            EffectEvent(
+                event_id=f"{row['id']:020d}",
+                type=EventType(row["type"]),
+                key=RecordKey(row["agent"], row["effect_id"]),
+                meta=_meta(row),
+                status=row["status"],
+                external_id=row["external_id"],
+                reason=row["reason"],
+                ts_ms=row["ts_ms"],
+            )
+            for row in rows
+        ]
+    except ValueError as exc:
+        raise StoreCorrupt(f"an event of agent {agent!r} cannot be decoded: {exc}") from exc
+
+
+def purge(db: sqlite3.Connection, now_ms: int, retention_ms: int) -> None:
+    """Delete records past their TTL and events past the retention."""
+    db.execute("DELETE FROM records WHERE expires_ms <= ?", (now_ms,))
+    db.execute("DELETE FROM events WHERE ts_ms < ?", (now_ms - retention_ms,))
+
+
+def decode_record(row: sqlite3.Row) -> EffectRecord:
+    """A record from its row; :class:`StoreCorrupt` if a value is not what was written."""
+    try:
+        response = None
+        if row["status"] is not None:
+            response = StoredResponse(
+                status=row["status"],
+                headers=load_headers(row["headers"]),
+                body=bytes(row["body"]),
+                body_truncated=bool(row["body_truncated"]),
+            )
+        return EffectRecord(
+            key=RecordKey(row["agent"], row["effect_id"]),
+            state=RecordState(row["state"]),
+            fence=row["fence"],
+            fingerprint=row["fingerprint"],
+            meta=_meta(row),
+            lease_expires_ms=row["lease_expires_ms"],
+            created_ms=row["created_ms"],
+            updated_ms=row["updated_ms"],
+            attempts=row["attempts"],
+            response=response,
+            external_id=row["external_id"],
+            reason=row["reason"],
+        )
+    except (ValueError, TypeError) as exc:
+        raise StoreCorrupt(f"effect record {row['agent']}/{row['effect_id']}: {exc}") from exc
+
+
+def _meta(row: sqlite3.Row) -> EffectMeta:
+    return EffectMeta(
+        batch=row["batch"],
+        tool_call=row["tool_call"],
+        action=row["action"],
+        upstream=row["upstream"],
+        method=row["method"],
+        path=row["path"],
+    )

@@ -1,0 +1,207 @@
+"""SQLite backend: the embedded default, durable without a server.
+
+All work runs on one dedicated thread that owns the connection, so the event loop never waits
+on disk. Each state change is one ``BEGIN IMMEDIATE`` transaction that writes the record and
+appends its event together; several proxy processes may share the file (they queue on the
+write lock for up to ``busy_timeout_ms``). Expired records are invisible at once and deleted
+now and then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+from idemproxy.store import sqlite_schema as schema
+from idemproxy.store.base import StoreCorrupt, StoreUnavailable
+from idemproxy.store.memory import wall_clock_ms
+from idemproxy.store.records import (
+    ClaimRequest,
+    ClaimResult,
+    EffectEvent,
+    EffectRecord,
+    EventType,
+    RecordKey,
+    RecordState,
+    Settlement,
+)
+
+T = TypeVar("T")
+
+BUSY_TIMEOUT_MS = 5_000
+EVENT_RETENTION_S = 7 * 86_400
+PURGE_INTERVAL_S = 60
+EXPIRED_LEASE_REASON = "lease expired: the proxy holding this request stopped"
+
+
+class SQLiteStore:
+    """The :class:`~idemproxy.store.base.Store` in one SQLite file."""
+
+    backend = "sqlite"
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+        event_retention_s: int = EVENT_RETENTION_S,
+    ) -> None:
+        """Nothing is opened until the first call, and then on the store's own thread."""
+        self._path = Path(path)
+        self._busy_timeout_ms = busy_timeout_ms
+        self._retention_ms = event_retention_s * 1000
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="idemproxy-sqlite")
+        self._closed = False
+        # Touched only on the worker thread.
+        self._db: sqlite3.Connection | None = None
+        self._next_purge_ms = 0
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise StoreUnavailable("the sqlite store is closed")
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, self._on_worker, fn)
+        except sqlite3.OperationalError as exc:
+            # Locked past busy_timeout, unreadable file, full disk: the store cannot serve now.
+            raise StoreUnavailable(f"sqlite store {self._path}: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise StoreCorrupt(f"sqlite store {self._path}: {exc}") from exc
+
+    def _on_worker(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._db is None:
+            self._db = schema.connect(self._path, self._busy_timeout_ms)
+        return fn(self._db)
+
+    def _write(self, db: sqlite3.Connection, fn: Callable[[int], T]) -> T:
+        """Run ``fn(now_ms)`` in one immediate transaction: all of it is written or none."""
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            # Read the clock after taking the write lock, so writers' times never go backwards.
+            now_ms = wall_clock_ms()
+            result = fn(now_ms)
+            if now_ms >= self._next_purge_ms:
+                schema.purge(db, now_ms, self._retention_ms)
+                self._next_purge_ms = now_ms + PURGE_INTERVAL_S * 1000
+        except BaseException:
+            # SQLite itself rolls back on some errors (a full disk, an I/O error).
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        return result
+
+    async def ping(self) -> None:
+        await self._run(lambda db: db.execute("SELECT 1").fetchone())
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        await self._run(self._close_db)
+        self._closed = True
+        self._executor.shutdown(wait=True)
+
+    def _close_db(self, _db: sqlite3.Connection) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    async def claim(self, request: ClaimRequest) -> ClaimResult:
+        return await self._run(lambda db: self._write(db, lambda now: _claim(db, request, now)))
+
+    async def settle(self, key: RecordKey, fence: int, settlement: Settlement) -> bool:
+        def settle(db: sqlite3.Connection, now_ms: int) -> bool:
+            found = schema.load(db, key, now_ms)
+            if found is None or not _held(found[0], fence):
+                return False
+            record = dataclasses.replace(
+                found[0],
+                state=settlement.state,
+                updated_ms=now_ms,
+                response=settlement.response,
+                external_id=settlement.external_id,
+                reason=settlement.reason,
+            )
+            schema.save(db, record, now_ms + settlement.ttl_s * 1000)
+            schema.append_event(db, record, settlement.event_type(), now_ms)
+            return True
+
+        return await self._run(lambda db: self._write(db, lambda now: settle(db, now)))
+
+    async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
+        def renew(db: sqlite3.Connection, now_ms: int) -> bool:
+            found = schema.load(db, key, now_ms)
+            if found is None or not _held(found[0], fence):
+                return False
+            record = dataclasses.replace(found[0], lease_expires_ms=now_ms + lease_ms)
+            schema.save(db, record, found[1])
+            return True
+
+        return await self._run(lambda db: self._write(db, lambda now: renew(db, now)))
+
+    async def get(self, key: RecordKey) -> EffectRecord | None:
+        found = await self._run(lambda db: schema.load(db, key, wall_clock_ms()))
+        return found[0] if found else None
+
+    async def list_unknown(self, agent: str, limit: int = 100) -> list[EffectRecord]:
+        sql = (
+            "WHERE agent = ? AND state = 'unknown' AND expires_ms > ?"
+            " ORDER BY updated_ms, rowid LIMIT ?"
+        )
+        return await self._run(
+            lambda db: schema.select(db, sql, (agent, wall_clock_ms(), max(limit, 0)))
+        )
+
+    async def batch_records(self, agent: str, batch: str) -> list[EffectRecord]:
+        sql = "WHERE agent = ? AND batch = ? AND expires_ms > ? ORDER BY created_ms, rowid"
+        return await self._run(lambda db: schema.select(db, sql, (agent, batch, wall_clock_ms())))
+
+    async def read_events(
+        self, agent: str, after: str | None = None, limit: int = 100
+    ) -> list[EffectEvent]:
+        if after is not None and not (after.isascii() and after.isdigit()):
+            raise ValueError(f"not an event id of the sqlite store: {after!r}")
+        after_id = int(after) if after is not None else 0
+        return await self._run(lambda db: schema.read_events(db, agent, after_id, max(limit, 0)))
+
+
+def _held(record: EffectRecord, fence: int) -> bool:
+    return record.state is RecordState.IN_FLIGHT and record.fence == fence
+
+
+def _claim(db: sqlite3.Connection, request: ClaimRequest, now_ms: int) -> ClaimResult:
+    """The claim decision of :meth:`Store.claim`, inside the caller's transaction."""
+    found = schema.load(db, request.key, now_ms)
+    record = found[0] if found else None
+    if found is not None and record is not None:
+        if record.state is RecordState.IN_FLIGHT and record.lease_expires_ms <= now_ms:
+            record = dataclasses.replace(
+                record, state=RecordState.UNKNOWN, updated_ms=now_ms, reason=EXPIRED_LEASE_REASON
+            )
+            schema.save(db, record, found[1])
+            schema.append_event(db, record, EventType.UNKNOWN, now_ms)
+            return ClaimResult(claimed=False, fence=record.fence, record=record)
+        same_request = record.fingerprint == request.fingerprint
+        if record.state is not RecordState.NOT_APPLIED or not same_request:
+            if record.state is RecordState.COMPLETED and same_request:
+                schema.append_event(db, record, EventType.REPLAYED, now_ms)
+            return ClaimResult(claimed=False, fence=record.fence, record=record)
+    fence = record.fence + 1 if record else 1
+    claimed = EffectRecord(
+        key=request.key,
+        state=RecordState.IN_FLIGHT,
+        fence=fence,
+        fingerprint=request.fingerprint,
+        meta=request.meta,
+        lease_expires_ms=now_ms + request.lease_ms,
+        created_ms=record.created_ms if record else now_ms,
+        updated_ms=now_ms,
+        attempts=(record.attempts if record else 0) + 1,
+    )
+    schema.save(db, claimed, now_ms + request.ttl_s * 1000)
+    return ClaimResult(claimed=True, fence=fence)
