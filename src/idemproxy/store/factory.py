@@ -1,0 +1,72 @@
+"""Open a store from its URL; the scheme picks the backend.
+
+Opening connects to nothing: a store that is down at start-up is reported by its first call
+(``/readyz`` answers 503 until it is back), never mistaken for a configuration error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from idemproxy.store.base import InvalidStoreURL, Store
+from idemproxy.store.memory import MemoryStore
+
+VALID_FORMS = """valid store URLs are:
+  redis://[user:password@]host[:port][/db]      e.g. redis://127.0.0.1:6379/0
+  rediss://[user:password@]host[:port][/db]     Redis over TLS
+  redis+sentinel://host:port[,host:port...]/service_name[/db]
+                                                e.g. redis+sentinel://s1:26379,s2:26379/mymaster
+  redis+cluster://host:port[,host:port...]      e.g. redis+cluster://node1:6379,node2:6379
+  sqlite:///relative/path.db                    e.g. sqlite:///var/idemproxy.db
+  sqlite:////absolute/path.db                   e.g. sqlite:////var/lib/idemproxy/effects.db
+  memory://                                     tests only: nothing survives a restart"""
+
+_REDIS_SCHEMES = ("redis", "rediss", "redis+sentinel", "redis+cluster")
+
+
+def open_store(url: str) -> Store:
+    """The store named by ``url``; :class:`InvalidStoreURL` lists the valid forms otherwise."""
+    scheme, sep, _ = url.partition("://")
+    scheme = scheme.lower()
+    if not sep:
+        raise _invalid(url, "it has no scheme")
+    if scheme == "memory":
+        return MemoryStore()
+    if scheme == "sqlite":
+        return _open_sqlite(url)
+    if scheme in _REDIS_SCHEMES:
+        # Imported here so that a deployment on SQLite never loads the Redis client.
+        from idemproxy.store.redis_store import RedisStore
+
+        try:
+            return RedisStore.from_url(url)
+        except InvalidStoreURL as exc:
+            raise _invalid(url, str(exc)) from exc
+    raise _invalid(url, f"no store backend is called {scheme!r}")
+
+
+def sqlite_path(url: str) -> Path:
+    """The file a ``sqlite://`` URL names (SQLAlchemy style: three slashes, then the path)."""
+    rest = url.partition("://")[2]
+    if not rest.startswith("/") or rest in ("/", "//"):
+        # sqlite://host/... names a host, which SQLite has no use for.
+        raise _invalid(url, "a sqlite URL is sqlite:///relative.db or sqlite:////absolute.db")
+    path = rest[1:]
+    if "?" in path or "#" in path:
+        raise _invalid(url, "a sqlite URL takes no query or fragment")
+    return Path(path)
+
+
+def _open_sqlite(url: str) -> Store:
+    from idemproxy.store.sqlite_store import SQLiteStore
+
+    path = sqlite_path(url)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _invalid(url, f"cannot create the directory {path.parent}: {exc}") from exc
+    return SQLiteStore(path)
+
+
+def _invalid(url: str, why: str) -> InvalidStoreURL:
+    return InvalidStoreURL(f"cannot open store {url!r}: {why}.\n{VALID_FORMS}")
