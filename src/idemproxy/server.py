@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+from typing import Any
 
 from aiohttp import web
 
@@ -22,6 +23,14 @@ from idemproxy.store.factory import open_store
 from idemproxy.store.records import RecordState, Settlement
 
 log = logging.getLogger(__name__)
+
+PROXY_SERVER_SETTINGS: dict[str, Any] = {
+    "access_log": None,  # the handler writes its own structured access line
+    "auto_decompress": False,  # bodies pass through exactly as the agent encoded them
+    # An agent that disconnects must not cancel an effect mid-flight: it is still recorded,
+    # so the agent's retry after a restart gets the answer.
+    "handler_cancellation": False,
+}
 
 
 def build_state(loaded: LoadedConfig, store: Store, metrics: Metrics) -> ProxyState:
@@ -58,10 +67,7 @@ async def serve(loaded: LoadedConfig, stop: asyncio.Event | None = None) -> None
     store = open_store(config.store)
     state = build_state(loaded, store, metrics)
     proxy_runner = web.AppRunner(
-        build_proxy_app(state),
-        access_log=None,
-        auto_decompress=False,  # bodies pass through exactly as the agent encoded them
-        shutdown_timeout=config.shutdown_timeout_s,
+        build_proxy_app(state), shutdown_timeout=config.shutdown_timeout_s, **PROXY_SERVER_SETTINGS
     )
     admin_runner = web.AppRunner(build_admin_app(state), access_log=None)
     await proxy_runner.setup()

@@ -13,17 +13,26 @@ from idemproxy.config import load_config
 from idemproxy.metrics import Metrics
 from idemproxy.proxy.app import build_proxy_app
 from idemproxy.proxy.handler import ProxyState
-from idemproxy.server import build_state
+from idemproxy.server import PROXY_SERVER_SETTINGS, build_state
 from idemproxy.store.base import Store
 from idemproxy.store.memory import MemoryStore
 from tests.support.upstream import EFFECTS, EffectLog, build_upstream_app
+
+
+class ProxyTestServer(TestServer):
+    """Runs the proxy app with the server settings ``idemproxy serve`` uses."""
+
+    async def _make_runner(self, **kwargs: Any) -> web.AppRunner:
+        kwargs.update(PROXY_SERVER_SETTINGS)
+        return web.AppRunner(self.app, **kwargs)
+
 
 ProxyFactory = Callable[..., Awaitable[tuple[TestClient[web.Request, web.Application], ProxyState]]]
 
 
 @pytest.fixture
 async def upstream(aiohttp_server: Any) -> TestServer:
-    server: TestServer = await aiohttp_server(build_upstream_app())
+    server: TestServer = await aiohttp_server(build_upstream_app(), auto_decompress=False)
     return server
 
 
@@ -43,7 +52,7 @@ def make_proxy(upstream: TestServer, aiohttp_client: Any) -> ProxyFactory:
         loaded = load_config(environ={}, flags=flags)
         state = build_state(loaded, store or MemoryStore(), Metrics())
         client: TestClient[web.Request, web.Application] = await aiohttp_client(
-            build_proxy_app(state), server_kwargs={"auto_decompress": False}
+            ProxyTestServer(build_proxy_app(state))
         )
         return client, state
 

@@ -140,7 +140,7 @@ async def effects(request: web.Request) -> web.Response:
 
 
 def build_upstream_app() -> web.Application:
-    app = web.Application()
+    app = web.Application(client_max_size=64 * 1024 * 1024)
     app[EFFECTS] = EffectLog()
     app.router.add_get("/_effects", effects)
     app.router.add_post("/{prefix:.*}messages", messages)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -9,6 +10,8 @@ import aiohttp
 from aiohttp import ClientResponse, ClientSession, ClientTimeout
 from multidict import CIMultiDict
 from yarl import URL
+
+LARGE_BODY_BYTES = 1 << 20
 
 
 class UpstreamFailure(Exception):
@@ -41,7 +44,7 @@ async def exchange(
     method: str,
     url: URL,
     headers: CIMultiDict[str],
-    body: bytes | aiohttp.StreamReader | None,
+    body: bytes | io.BytesIO | aiohttp.StreamReader | None,
     client_timeout: ClientTimeout,
 ) -> AsyncIterator[ClientResponse]:
     """Send the request; yield the response once its headers are in.
@@ -49,6 +52,9 @@ async def exchange(
     Raises :class:`UpstreamFailure` if no response head arrives. Redirects are never followed:
     the agent sees exactly what the upstream said.
     """
+    if isinstance(body, bytes) and len(body) > LARGE_BODY_BYTES:
+        # aiohttp writes large byte strings in one go and warns about it; a stream it paces.
+        body = io.BytesIO(body)
     try:
         response = await session.request(
             method,

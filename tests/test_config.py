@@ -1,0 +1,91 @@
+"""Configuration layering and the errors a user sees for bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from idemproxy.cli import main
+from idemproxy.config import load_config
+from idemproxy.errors import ConfigError
+
+
+def test_layers_flags_over_environment_over_file(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "listen: 127.0.0.1:7000\nagent_id: from-file\nstore: memory://\n"
+        "upstreams:\n  discord: {url: 'https://discord.example/api/'}\n"
+    )
+    loaded = load_config(
+        path,
+        environ={
+            "IDEMPROXY_AGENT_ID": "from-env",
+            "IDEMPROXY_UPSTREAMS__DISCORD__READ_TIMEOUT_S": "9",
+        },
+        flags={"listen": "127.0.0.1:7001"},
+    )
+    config = loaded.config
+    assert str(config.listen) == "127.0.0.1:7001"
+    assert config.agent_id == "from-env"
+    assert config.upstreams["discord"].url == "https://discord.example/api"
+    assert config.upstreams["discord"].read_timeout_s == 9
+    # No pack named like the upstream yet ships for every name: generic is the fallback.
+    assert loaded.policies["discord"].name in {"discord", "generic"}
+
+
+@pytest.mark.parametrize(
+    ("environ", "names"),
+    [
+        ({"IDEMPROXY_LISTN": "x"}, ["listn", "IDEMPROXY_LISTN", "unknown setting"]),
+        ({"IDEMPROXY_UPSTREAMS__UP__URL": "ftp://x"}, ["upstreams.up.url", "http(s)"]),
+        ({"IDEMPROXY_LISTEN": "8080"}, ["listen", "HOST:PORT"]),
+        ({"IDEMPROXY_SHUTDOWN_TIMEOUT_S": "soon"}, ["shutdown_timeout_s"]),
+        ({"IDEMPROXY_ADMIN_LISTEN": "0.0.0.0:9090"}, ["IDEMPROXY_ADMIN_TOKEN"]),
+    ],
+)
+def test_bad_settings_name_their_source_field_and_fix(
+    environ: dict[str, str], names: list[str]
+) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_config(environ=environ)
+    for name in names:
+        assert name in str(error.value)
+
+
+def test_bad_file_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("upstreams:\n  up: {url: 'http://x', polcy: generic}\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path, environ={})
+    assert str(path) in str(error.value)
+    assert "upstreams.up.polcy" in str(error.value)
+
+
+def test_cli_exits_2_with_one_paragraph_and_no_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("listen: [not, a, string]\n")
+    assert main(["check-config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("idemproxy: ")
+    assert "Traceback" not in err
+    assert str(path) in err
+
+
+def test_check_config_accepts_a_good_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "good.yaml"
+    path.write_text("upstreams:\n  up: {url: 'http://127.0.0.1:1', policy: generic}\n")
+    assert main(["check-config", str(path)]) == 0
+    assert "OK" in capsys.readouterr().out
+
+
+def test_unknown_policy_is_a_config_error() -> None:
+    flags = {"upstreams.up.url": "http://x", "upstreams.up.policy": "nope"}
+    with pytest.raises(ConfigError) as error:
+        load_config(environ={}, flags=flags)
+    assert "upstream 'up'" in str(error.value)
+    assert "generic" in str(error.value)

@@ -1,0 +1,91 @@
+"""Effect key resolution (SPEC section 3)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from idemproxy.effectkeys import (
+    KeyHeaders,
+    KeySource,
+    parse_idempotency_key,
+    resolve_agent,
+    resolve_effect_key,
+)
+from idemproxy.errors import ProblemCode, RequestRefused
+from idemproxy.policies.model import OnMissingKey, Route
+
+ROUTE = Route(name="write")
+FP = "f" * 64
+ids = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=40)
+
+
+def resolve(headers: KeyHeaders, route: Route = ROUTE, fp: str = FP, now_s: float = 0.0):  # type: ignore[no-untyped-def]
+    return resolve_effect_key(headers, route, "agent", fp, now_s)
+
+
+def test_tool_call_wins_over_an_sdk_key() -> None:
+    key = resolve(KeyHeaders(batch="b", tool_call="c", idempotency_key="random-sdk-key"))
+    assert key is not None
+    assert key.source is KeySource.TOOL_CALL
+    assert not key.explicit
+    again = resolve(KeyHeaders(batch="b", tool_call="c", idempotency_key="another-random-key"))
+    assert again == key
+
+
+def test_step_makes_the_key_explicit_and_independent_of_content() -> None:
+    a = resolve(KeyHeaders(batch="b", tool_call="c", step="1"), fp="a" * 64)
+    b = resolve(KeyHeaders(batch="b", tool_call="c", step="1"), fp="b" * 64)
+    assert a == b
+    assert a is not None
+    assert a.explicit
+
+
+def test_idempotency_key_forms() -> None:
+    assert parse_idempotency_key('"abc"') == "abc"
+    assert parse_idempotency_key(r'"a\"b"') == 'a"b'
+    assert parse_idempotency_key("8e03978e-40d5-43e8-bc93-6894a57f9324") == (
+        "8e03978e-40d5-43e8-bc93-6894a57f9324"
+    )
+    for bad in ("", '""', "a b", "x" * 256, '"unterminated', "a,b", "caf\u00e9"):
+        with pytest.raises(RequestRefused) as refused:
+            parse_idempotency_key(bad)
+        assert refused.value.code is ProblemCode.INVALID_IDEMPOTENCY_KEY
+
+
+def test_missing_key_follows_the_route() -> None:
+    with pytest.raises(RequestRefused) as refused:
+        resolve(KeyHeaders())
+    assert refused.value.code is ProblemCode.MISSING_IDEMPOTENCY_KEY
+    passthrough = Route(name="w", on_missing_key=OnMissingKey.PASSTHROUGH)
+    assert resolve(KeyHeaders(), passthrough) is None
+    content = Route(name="w", on_missing_key=OnMissingKey.CONTENT, content_window_s=60)
+    first = resolve(KeyHeaders(), content, now_s=120.0)
+    assert first == resolve(KeyHeaders(), content, now_s=179.0)
+    assert first != resolve(KeyHeaders(), content, now_s=180.0)
+
+
+def test_pinned_agent_refuses_another() -> None:
+    assert resolve_agent(KeyHeaders(agent="a2"), "a1", allow_agent_header=True) == "a2"
+    assert resolve_agent(KeyHeaders(agent="a1"), "a1", allow_agent_header=False) == "a1"
+    with pytest.raises(RequestRefused):
+        resolve_agent(KeyHeaders(agent="a2"), "a1", allow_agent_header=False)
+
+
+@given(ids, ids, ids, ids)
+def test_distinct_tool_calls_never_share_a_key(b1: str, c1: str, b2: str, c2: str) -> None:
+    k1 = resolve(KeyHeaders(batch=b1, tool_call=c1, step="s"))
+    k2 = resolve(KeyHeaders(batch=b2, tool_call=c2, step="s"))
+    assert (k1 == k2) == ((b1, c1) == (b2, c2))
+
+
+@given(ids.filter(lambda value: '"' not in value and "," not in value))
+def test_explicit_keys_and_tool_calls_live_apart(value: str) -> None:
+    explicit = resolve(KeyHeaders(idempotency_key=value))
+    tool_call = resolve(KeyHeaders(batch=value, tool_call=value, step=value))
+    assert explicit is not None
+    assert tool_call is not None
+    assert explicit.record_key != tool_call.record_key
+    assert str(explicit).isascii()
+    assert " " not in str(tool_call)
