@@ -17,7 +17,9 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# README.md only feeds the wheel's long description: the glob copies it when present
+# without failing the build when it is not.
+COPY pyproject.toml README.m[d] ./
 COPY src/ src/
 # Wheels for idemproxy and every dependency, so the runtime stage installs offline and
 # carries no build tooling.
