@@ -1,0 +1,1 @@
+"""Offline checks of the deployment artefacts: the Dockerfile and charts/idemproxy."""
