@@ -1,0 +1,406 @@
+"""The contract every store backend must keep: the memory store's semantics, exactly.
+
+Each test runs against memory, SQLite, fakeredis and (marked ``redis``) the real redis-server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from idemproxy.store.base import Store
+from idemproxy.store.records import (
+    ClaimRequest,
+    EffectMeta,
+    EventType,
+    RecordKey,
+    RecordState,
+    Settlement,
+    StoredResponse,
+)
+
+LONG_LEASE_MS = 30_000
+SHORT_LEASE_MS = 50
+
+
+def claim_request(
+    key: RecordKey,
+    fingerprint: str = "fp-1",
+    batch: str = "batch-1",
+    lease_ms: int = LONG_LEASE_MS,
+    ttl_s: int = 600,
+) -> ClaimRequest:
+    meta = EffectMeta(
+        batch=batch,
+        tool_call=f"call-{key.effect_id}",
+        action="discord_reply",
+        upstream="discord",
+        method="POST",
+        path="/api/v10/channels/1/messages",
+    )
+    return ClaimRequest(key, fingerprint, meta, lease_ms, ttl_s)
+
+
+def completed(status: int = 200, body: bytes = b'{"id":"m1"}', ttl_s: int = 600) -> Settlement:
+    response = StoredResponse(status, (("content-type", "application/json"),), body)
+    return Settlement(RecordState.COMPLETED, response, external_id="m1", ttl_s=ttl_s)
+
+
+async def event_types(store: Store, agent: str) -> list[EventType]:
+    return [event.type for event in await store.read_events(agent)]
+
+
+async def test_first_claim_takes_the_key_in_flight(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    result = await store.claim(claim_request(key))
+    assert (result.claimed, result.fence, result.record) == (True, 1, None)
+    record = await store.get(key)
+    assert record is not None
+    assert record.state is RecordState.IN_FLIGHT
+    assert (record.fence, record.attempts, record.fingerprint) == (1, 1, "fp-1")
+    assert record.meta == claim_request(key).meta
+    assert record.lease_expires_ms == record.created_ms + LONG_LEASE_MS
+    assert record.updated_ms == record.created_ms > 0
+    assert record.response is None
+    assert await store.read_events(ns) == []
+
+
+async def test_claim_under_a_live_lease_is_refused_with_the_record(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    await store.claim(claim_request(key))
+    result = await store.claim(claim_request(key))
+    assert not result.claimed
+    assert result.fence == 1
+    assert result.record is not None
+    assert result.record.state is RecordState.IN_FLIGHT
+    assert await store.read_events(ns) == []
+
+
+async def test_concurrent_claims_let_exactly_one_attempt_in(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    results = await asyncio.gather(*(store.claim(claim_request(key)) for _ in range(20)))
+    assert sum(result.claimed for result in results) == 1
+
+
+async def test_settle_completed_keeps_the_response_and_emits_completed(
+    store: Store, ns: str
+) -> None:
+    key = RecordKey(ns, "e1")
+    fence = (await store.claim(claim_request(key))).fence
+    assert await store.settle(key, fence, completed(201))
+    record = await store.get(key)
+    assert record is not None
+    assert record.state is RecordState.COMPLETED
+    assert record.response == completed(201).response
+    assert record.external_id == "m1"
+    assert record.updated_ms >= record.created_ms
+    [event] = await store.read_events(ns)
+    assert event.type is EventType.COMPLETED
+    assert (event.key, event.meta, event.status) == (key, record.meta, 201)
+    assert event.external_id == "m1"
+    assert event.ts_ms == record.updated_ms
+
+
+async def test_completed_with_an_error_status_emits_failed(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    fence = (await store.claim(claim_request(key))).fence
+    assert await store.settle(key, fence, completed(500))
+    assert await event_types(store, ns) == [EventType.FAILED]
+
+
+async def test_claim_of_a_completed_record_replays_it(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    fence = (await store.claim(claim_request(key))).fence
+    await store.settle(key, fence, completed(body=b"stored body"))
+    result = await store.claim(claim_request(key))
+    assert not result.claimed
+    assert result.record is not None
+    assert result.record.state is RecordState.COMPLETED
+    assert result.record.response is not None
+    assert result.record.response.body == b"stored body"
+    assert await event_types(store, ns) == [EventType.COMPLETED, EventType.REPLAYED]
+
+
+async def test_a_reused_key_is_returned_but_not_replayed(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    fence = (await store.claim(claim_request(key))).fence
+    await store.settle(key, fence, completed())
+    result = await store.claim(claim_request(key, fingerprint="another request"))
+    assert not result.claimed
+    assert result.record is not None
+    assert result.record.fingerprint == "fp-1"
+    assert await event_types(store, ns) == [EventType.COMPLETED]
+
+
+async def test_unknown_goes_to_review_and_is_never_reclaimed(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    fence = (await store.claim(claim_request(key))).fence
+    unknown = Settlement(RecordState.UNKNOWN, reason="upstream timed out after sending")
+    assert await store.settle(key, fence, unknown)
+    result = await store.claim(claim_request(key))
+    assert not result.claimed
+    assert result.record is not None
+    assert result.record.state is RecordState.UNKNOWN
+    assert result.record.reason == "upstream timed out after sending"
+    assert [record.key for record in await store.list_unknown(ns)] == [key]
+    assert await event_types(store, ns) == [EventType.UNKNOWN]
+
+
+async def test_not_applied_frees_the_key_for_the_same_request(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    fence = (await store.claim(claim_request(key))).fence
+    freed = Settlement(RecordState.NOT_APPLIED, completed(429).response, reason="rate limited")
+    assert await store.settle(key, fence, freed)
+    first = await store.get(key)
+    result = await store.claim(claim_request(key))
+    assert (result.claimed, result.fence) == (True, 2)
+    record = await store.get(key)
+    assert first is not None
+    assert record is not None
+    assert record.state is RecordState.IN_FLIGHT
+    assert (record.attempts, record.created_ms) == (2, first.created_ms)
+    assert (record.response, record.external_id, record.reason) == (None, "", "")
+    assert await event_types(store, ns) == [EventType.NOT_APPLIED]
+
+
+async def test_not_applied_is_not_reclaimed_by_a_different_request(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    fence = (await store.claim(claim_request(key))).fence
+    await store.settle(key, fence, Settlement(RecordState.NOT_APPLIED))
+    result = await store.claim(claim_request(key, fingerprint="fp-2"))
+    assert not result.claimed
+    assert result.record is not None
+    assert result.record.state is RecordState.NOT_APPLIED
+    assert result.fence == 1
+
+
+async def test_a_stale_fence_can_neither_settle_nor_renew(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    await store.claim(claim_request(key))
+    await store.settle(key, 1, Settlement(RecordState.NOT_APPLIED))
+    assert (await store.claim(claim_request(key))).fence == 2
+    before = await store.get(key)
+    assert not await store.settle(key, 1, completed())
+    assert not await store.renew(key, 1, 60_000)
+    assert await store.get(key) == before
+    assert await event_types(store, ns) == [EventType.NOT_APPLIED]
+
+
+async def test_a_settled_attempt_cannot_settle_again(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    fence = (await store.claim(claim_request(key))).fence
+    assert await store.settle(key, fence, completed(body=b"first"))
+    assert not await store.settle(key, fence, completed(body=b"second"))
+    assert not await store.renew(key, fence, 60_000)
+    record = await store.get(key)
+    assert record is not None
+    assert record.response is not None
+    assert record.response.body == b"first"
+    assert await event_types(store, ns) == [EventType.COMPLETED]
+
+
+async def test_settle_and_renew_of_a_missing_record_are_refused(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "never claimed")
+    assert not await store.settle(key, 1, completed())
+    assert not await store.renew(key, 1, 1000)
+    assert await store.get(key) is None
+    assert await store.read_events(ns) == []
+
+
+async def test_renew_keeps_a_long_attempt_alive(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    fence = (await store.claim(claim_request(key, lease_ms=SHORT_LEASE_MS))).fence
+    assert await store.renew(key, fence, LONG_LEASE_MS)
+    await asyncio.sleep(0.15)
+    result = await store.claim(claim_request(key))
+    assert not result.claimed
+    assert result.record is not None
+    assert result.record.state is RecordState.IN_FLIGHT
+    assert result.record.lease_expires_ms > result.record.created_ms + LONG_LEASE_MS - 1000
+    assert await store.settle(key, fence, completed())
+
+
+async def test_an_expired_lease_turns_unknown_on_the_next_claim(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    fence = (await store.claim(claim_request(key, lease_ms=SHORT_LEASE_MS))).fence
+    await asyncio.sleep(0.15)
+    result = await store.claim(claim_request(key))
+    assert not result.claimed
+    assert result.record is not None
+    assert result.record.state is RecordState.UNKNOWN
+    assert "lease expired" in result.record.reason
+    assert result.fence == fence
+    [event] = await store.read_events(ns)
+    assert (event.type, event.key, event.reason) == (
+        EventType.UNKNOWN,
+        key,
+        result.record.reason,
+    )
+    assert [record.key for record in await store.list_unknown(ns)] == [key]
+    # The holder's late answer is dropped: it was not there to see the outcome through.
+    assert not await store.settle(key, fence, completed())
+    assert (await store.get(key)) == result.record
+
+
+async def test_a_late_settle_is_accepted_while_nobody_took_over(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    fence = (await store.claim(claim_request(key, lease_ms=SHORT_LEASE_MS))).fence
+    await asyncio.sleep(0.15)
+    assert await store.settle(key, fence, completed())
+    record = await store.get(key)
+    assert record is not None
+    assert record.state is RecordState.COMPLETED
+
+
+async def test_records_past_their_ttl_are_gone(store: Store, ns: str) -> None:
+    short, kept, unknown = RecordKey(ns, "short"), RecordKey(ns, "kept"), RecordKey(ns, "unk")
+    await store.claim(claim_request(short, ttl_s=1))
+    # The settlement's TTL replaces the claim's: this record outlives its claim TTL.
+    await store.claim(claim_request(kept, batch="kept", ttl_s=1))
+    assert await store.settle(kept, 1, completed(ttl_s=600))
+    await store.claim(claim_request(unknown, batch="unknown", ttl_s=600))
+    assert await store.settle(unknown, 1, Settlement(RecordState.UNKNOWN, ttl_s=1))
+    await asyncio.sleep(1.2)
+    assert await store.get(short) is None
+    assert await store.get(unknown) is None
+    assert await store.list_unknown(ns) == []
+    assert await store.batch_records(ns, "batch-1") == []
+    assert [record.key for record in await store.batch_records(ns, "kept")] == [kept]
+    assert not await store.settle(short, 1, completed())
+    result = await store.claim(claim_request(short))
+    assert (result.claimed, result.fence) == (True, 1)
+    record = await store.get(short)
+    assert record is not None
+    assert record.attempts == 1
+
+
+async def test_events_come_in_order_and_page_with_after(store: Store, ns: str) -> None:
+    for i in range(5):
+        key = RecordKey(ns, f"e{i}")
+        await store.claim(claim_request(key))
+        await store.settle(key, 1, completed(200 + i))
+    everything = await store.read_events(ns)
+    assert [event.status for event in everything] == [200, 201, 202, 203, 204]
+    assert len({event.event_id for event in everything}) == 5
+    paged, after = [], None
+    while page := await store.read_events(ns, after=after, limit=2):
+        assert len(page) <= 2
+        paged += page
+        after = page[-1].event_id
+    assert paged == everything
+    assert await store.read_events(ns, after=everything[-1].event_id) == []
+    assert await store.read_events(ns, after=everything[1].event_id) == everything[2:]
+    assert await store.read_events(f"{ns}-other") == []
+
+
+async def test_events_are_kept_per_agent(store: Store, ns: str) -> None:
+    for agent in (f"{ns}-a", f"{ns}-b"):
+        key = RecordKey(agent, "e1")
+        await store.claim(claim_request(key))
+        await store.settle(key, 1, completed())
+    for agent in (f"{ns}-a", f"{ns}-b"):
+        assert [event.key.agent for event in await store.read_events(agent)] == [agent]
+
+
+async def test_batch_records_lists_the_batch_oldest_first(store: Store, ns: str) -> None:
+    keys = [RecordKey(ns, f"e{i}") for i in (3, 1, 2)]
+    for key in keys:
+        await store.claim(claim_request(key))
+        await asyncio.sleep(0.005)
+    await store.claim(claim_request(RecordKey(ns, "other"), batch="batch-2"))
+    await store.claim(claim_request(RecordKey(f"{ns}-b", "e9")))
+    await store.settle(keys[1], 1, completed())
+    records = await store.batch_records(ns, "batch-1")
+    assert [record.key for record in records] == keys
+    assert records[1].state is RecordState.COMPLETED
+    assert [r.key.effect_id for r in await store.batch_records(ns, "batch-2")] == ["other"]
+    assert await store.batch_records(ns, "no such batch") == []
+
+
+async def test_a_freed_key_claimed_under_another_batch_moves(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    await store.claim(claim_request(key, batch="batch-1"))
+    await store.settle(key, 1, Settlement(RecordState.NOT_APPLIED))
+    assert (await store.claim(claim_request(key, batch="batch-2"))).claimed
+    assert await store.batch_records(ns, "batch-1") == []
+    assert [record.key for record in await store.batch_records(ns, "batch-2")] == [key]
+
+
+async def test_list_unknown_is_oldest_first_and_limited(store: Store, ns: str) -> None:
+    keys = [RecordKey(ns, f"u{i}") for i in (2, 0, 1)]
+    for key in keys:
+        await store.claim(claim_request(key))
+    for key in keys:
+        await asyncio.sleep(0.005)
+        await store.settle(key, 1, Settlement(RecordState.UNKNOWN, reason=key.effect_id))
+    done = RecordKey(ns, "done")
+    await store.claim(claim_request(done))
+    await store.settle(done, 1, completed())
+    assert [record.key for record in await store.list_unknown(ns)] == keys
+    assert [record.key for record in await store.list_unknown(ns, limit=2)] == keys[:2]
+    assert await store.list_unknown(f"{ns}-other") == []
+
+
+BODIES = {
+    "empty": b"",
+    "all byte values": bytes(range(256)) * 4,
+    "not utf-8": b"\xff\xfe\xc3\x28\x00\x80",
+    "large": os.urandom(1 << 20),
+}
+
+
+@pytest.mark.parametrize("body", BODIES.values(), ids=BODIES.keys())
+async def test_bodies_and_headers_round_trip_byte_for_byte(
+    store: Store, ns: str, body: bytes
+) -> None:
+    headers = (
+        ("content-type", "application/octet-stream"),
+        ("x-dup", "1"),
+        ("x-dup", "2"),
+        ("x-empty", ""),
+        ("x-unicode", "héllo ✓ 名前"),
+        # aiohttp hands over non-UTF-8 header bytes as lone surrogates.
+        ("x-raw", b"caf\xe9".decode("utf-8", "surrogateescape")),
+        ("x-json", '{"a": [1, "\\"quoted\\""]}'),
+    )
+    response = StoredResponse(207, headers, body, body_truncated=True)
+    key = RecordKey(ns, "e1")
+    await store.claim(claim_request(key))
+    assert await store.settle(key, 1, Settlement(RecordState.COMPLETED, response))
+    record = await store.get(key)
+    assert record is not None
+    assert record.response == response
+    replay = await store.claim(claim_request(key))
+    assert replay.record is not None
+    assert replay.record.response == response
+
+
+HOSTILE_SUFFIXES = ["", "{", "}", "}:r:e", ":", "/", " spaced out ", "é✓名", "%7B", "%", "*"]
+
+
+async def test_hostile_ids_stay_separate(store: Store, ns: str) -> None:
+    agents = [ns + suffix for suffix in HOSTILE_SUFFIXES]
+    effects = ["e", "e:x", "e%3Ax", "e/x", "{e}", "", "é"]
+    for agent in agents:
+        for effect in effects:
+            key = RecordKey(agent, effect)
+            meta_batch = f"{agent}|{effect}"
+            assert (await store.claim(claim_request(key, batch=meta_batch))).claimed
+            body = f"{agent}|{effect}".encode()
+            assert await store.settle(key, 1, completed(body=body))
+    for agent in agents:
+        for effect in effects:
+            record = await store.get(RecordKey(agent, effect))
+            assert record is not None
+            assert record.response is not None
+            assert record.response.body == f"{agent}|{effect}".encode()
+            batch = await store.batch_records(agent, f"{agent}|{effect}")
+            assert [r.key for r in batch] == [RecordKey(agent, effect)]
+        events = await store.read_events(agent)
+        assert [event.key for event in events] == [RecordKey(agent, e) for e in effects]
+
+
+async def test_ping_answers(store: Store) -> None:
+    await store.ping()
