@@ -1,0 +1,48 @@
+"""Key names that no crafted id can bend, and stored headers that come back exactly."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from idemproxy.store import layout
+from idemproxy.store.records import RecordKey
+
+# Ids are text (the proxy admits only visible ASCII); key names must hold up to any of it.
+ANY_TEXT = st.text(st.characters(codec="utf-8"))
+# aiohttp decodes header bytes with surrogateescape, so header text may hold lone surrogates.
+HEADER_TEXT = st.text(st.characters(exclude_categories=()))
+
+
+@given(ANY_TEXT, ANY_TEXT)
+def test_distinct_ids_never_share_a_key(first: str, second: str) -> None:
+    keys = {
+        layout.record_key(RecordKey(first, second)),
+        layout.record_key(RecordKey(second, first)),
+        layout.outbox_key(first),
+        layout.unknown_key(first),
+        layout.batch_key(first, second),
+    }
+    assert len(keys) == (4 if first == second else 5)
+    if first != second:
+        assert layout.agent_tag(first) != layout.agent_tag(second)
+
+
+@given(ANY_TEXT)
+def test_an_encoded_id_holds_no_key_syntax(value: str) -> None:
+    encoded = layout.encode_id(value)
+    assert not {"{", "}", ":"} & set(encoded)
+    assert layout.agent_tag(value).count("{") == 1
+    assert layout.agent_tag(value) != "{}"
+
+
+@given(st.lists(st.tuples(HEADER_TEXT, HEADER_TEXT), max_size=8))
+def test_headers_round_trip_exactly(pairs: list[tuple[str, str]]) -> None:
+    headers = tuple(pairs)
+    assert layout.load_headers(layout.dump_headers(headers)) == headers
+
+
+def test_ascii_headers_are_stored_as_plain_json() -> None:
+    assert layout.dump_headers((("content-type", "text/plain"),)) == (
+        b'[["content-type","text/plain"]]'
+    )

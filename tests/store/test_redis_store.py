@@ -1,0 +1,243 @@
+"""What only the Redis store has: round trips, slots, outages, Cluster and Sentinel."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import fakeredis
+import pytest
+import redis
+from redis.crc import key_slot
+
+from idemproxy.store import layout
+from idemproxy.store.base import StoreCorrupt, StoreUnavailable
+from idemproxy.store.records import RecordKey, RecordState
+from idemproxy.store.redis_store import RedisStore
+from tests.store.conftest import RedisServer, free_port
+from tests.store.test_contract import HOSTILE_SUFFIXES, claim_request, completed
+
+
+class CountingRedis(fakeredis.FakeAsyncRedis):
+    """A fake Redis that notes the name of every command it is sent."""
+
+    commands: list[str]
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.commands.append(str(args[0]).upper())
+        return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+
+
+async def test_claim_settle_renew_and_replay_are_one_round_trip_each() -> None:
+    client = CountingRedis(server=fakeredis.FakeServer())
+    client.commands = []
+    store = RedisStore(client)
+    try:
+        # The first call of each script loads it; count only once they are cached.
+        warm = RecordKey("agent", "warm-up")
+        await store.claim(claim_request(warm))
+        await store.renew(warm, 1, 1000)
+        await store.settle(warm, 1, completed())
+        key = RecordKey("agent", "e1")
+        client.commands.clear()
+        await store.claim(claim_request(key))
+        assert client.commands == ["EVALSHA"]
+        await store.renew(key, 1, 60_000)
+        assert client.commands == ["EVALSHA"] * 2
+        await store.settle(key, 1, completed(body=b"x" * 10_000))
+        assert client.commands == ["EVALSHA"] * 3
+        replay = await store.claim(claim_request(key))
+        assert client.commands == ["EVALSHA"] * 4
+        assert replay.record is not None
+        assert replay.record.response is not None
+        assert replay.record.response.body == b"x" * 10_000
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("suffix", [*HOSTILE_SUFFIXES, "{a}{b}", "}{", "\n", "\x00"])
+def test_every_key_of_an_agent_hashes_to_one_slot(suffix: str) -> None:
+    agent = "agent" + suffix
+    keys = [
+        layout.record_key(RecordKey(agent, "{x}:y")),
+        layout.record_key(RecordKey(agent, "")),
+        layout.outbox_key(agent),
+        layout.unknown_key(agent),
+        layout.batch_key(agent, "{batch}"),
+    ]
+    assert len({key_slot(key.encode()) for key in keys}) == 1
+    assert all(key.count("{") == 1 and key.count("}") == 1 for key in keys)
+
+
+def test_an_empty_agent_still_has_a_hash_tag() -> None:
+    keys = [layout.outbox_key(""), layout.record_key(RecordKey("", "a")), layout.unknown_key("")]
+    assert len({key_slot(key.encode()) for key in keys}) == 1
+    assert layout.agent_tag("") != layout.agent_tag("%")
+
+
+async def test_an_undecodable_record_is_reported_corrupt() -> None:
+    client = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer())
+    store = RedisStore(client)
+    key = RecordKey("agent", "e1")
+    try:
+        await store.claim(claim_request(key))
+        await client.hset(layout.record_key(key), "state", "half-done")
+        with pytest.raises(StoreCorrupt):
+            await store.get(key)
+        with pytest.raises(StoreCorrupt):
+            await store.claim(claim_request(key, fingerprint="other"))
+    finally:
+        await store.close()
+
+
+async def test_an_event_id_from_elsewhere_is_rejected() -> None:
+    store = RedisStore(fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer()))
+    try:
+        with pytest.raises(ValueError, match="event id"):
+            await store.read_events("agent", after="00000000000000000001")
+    finally:
+        await store.close()
+
+
+async def test_a_redis_that_is_not_there_is_reported_within_seconds() -> None:
+    store = RedisStore.from_url(f"redis://127.0.0.1:{free_port()}/0")
+    try:
+        for call in (store.ping, lambda: store.claim(claim_request(RecordKey("a", "e")))):
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable):
+                await call()
+            assert time.monotonic() - started < 3
+    finally:
+        await store.close()
+
+
+@pytest.mark.redis
+async def test_the_same_store_works_again_after_redis_restarts(redis_server: RedisServer) -> None:
+    store = RedisStore.from_url(redis_server.url)
+    try:
+        key = RecordKey("agent", "e1")
+        assert (await store.claim(claim_request(key))).claimed
+        redis_server.stop()
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            await store.settle(key, 1, completed())
+        assert time.monotonic() - started < 3
+        redis_server.start()
+        # The restarted server has neither our data nor our scripts; both come back.
+        assert (await store.claim(claim_request(key))).claimed
+        assert await store.settle(key, 1, completed())
+        record = await store.get(key)
+        assert record is not None
+        assert record.state is RecordState.COMPLETED
+    finally:
+        await store.close()
+
+
+def spare_ports(count: int) -> list[int]:
+    ports: list[int] = []
+    while len(ports) < count:
+        ports.append(free_port(exclude=ports))
+    return ports
+
+
+@pytest.mark.redis
+async def test_scripts_run_on_redis_cluster(tmp_path: Path) -> None:
+    nodes = []
+    for port in spare_ports(3):
+        workdir = tmp_path / str(port)
+        workdir.mkdir()
+        cluster_args = ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]
+        nodes.append(RedisServer(port, workdir, extra_args=cluster_args))
+    try:
+        for node in nodes:
+            node.start()
+        create_cluster([node.port for node in nodes])
+        url = "redis+cluster://" + ",".join(f"127.0.0.1:{node.port}" for node in nodes[:2])
+        store = RedisStore.from_url(url)
+        try:
+            # Agents spread over the nodes; each agent's scripts stay on one of them.
+            for i in range(12):
+                agent = f"agent-{i}{{:}}"
+                key = RecordKey(agent, "e1")
+                assert (await store.claim(claim_request(key))).claimed
+                assert await store.settle(key, 1, completed(body=b"\xff"))
+                replay = await store.claim(claim_request(key))
+                assert replay.record is not None
+                assert replay.record.state is RecordState.COMPLETED
+                assert len(await store.read_events(agent)) == 2
+                assert len(await store.batch_records(agent, "batch-1")) == 1
+        finally:
+            await store.close()
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def create_cluster(ports: list[int]) -> None:
+    addresses = [f"127.0.0.1:{port}" for port in ports]
+    subprocess.run(
+        [
+            "redis-cli",
+            "--cluster",
+            "create",
+            *addresses,
+            "--cluster-replicas",
+            "0",
+            "--cluster-yes",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+    deadline = time.monotonic() + 20
+    for port in ports:
+        client = redis.Redis(port=port)
+        try:
+            while client.cluster("info").get("cluster_state") != "ok":
+                assert time.monotonic() < deadline, "the test cluster did not come up"
+                time.sleep(0.1)
+        finally:
+            client.close()
+
+
+@pytest.fixture
+def sentinel_port(redis_server: RedisServer, tmp_path: Path) -> Iterator[int]:
+    """A Sentinel watching ``redis_server`` as the master of the service ``effects``."""
+    port = free_port(exclude=[redis_server.port])
+    config = tmp_path / "sentinel.conf"
+    config.write_text(
+        f"port {port}\nbind 127.0.0.1\ndir {tmp_path}\n"
+        f"sentinel monitor effects 127.0.0.1 {redis_server.port} 1\n"
+    )
+    sentinel = subprocess.Popen(
+        ["redis-server", str(config), "--sentinel"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        RedisServer(port, tmp_path).wait_until_up()
+        yield port
+    finally:
+        sentinel.terminate()
+        sentinel.wait(timeout=10)
+
+
+@pytest.mark.redis
+async def test_sentinel_finds_the_master(redis_server: RedisServer, sentinel_port: int) -> None:
+    store = RedisStore.from_url(f"redis+sentinel://127.0.0.1:{sentinel_port}/effects/0")
+    key = RecordKey("agent", "e1")
+    try:
+        assert (await store.claim(claim_request(key))).claimed
+        assert await store.settle(key, 1, completed())
+    finally:
+        await store.close()
+    direct = RedisStore.from_url(redis_server.url)
+    try:
+        record = await direct.get(key)
+        assert record is not None
+        assert record.state is RecordState.COMPLETED
+    finally:
+        await direct.close()

@@ -1,0 +1,144 @@
+"""What only the SQLite store has: a file that outlives the process and may be shared."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from idemproxy.store.base import StoreCorrupt, StoreUnavailable
+from idemproxy.store.records import EventType, RecordKey, RecordState
+from idemproxy.store.sqlite_store import SQLiteStore
+from tests.store.test_contract import claim_request, completed
+
+
+async def test_records_and_events_survive_close_and_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "effects.db"
+    key = RecordKey("agent", "e1")
+    store = SQLiteStore(path)
+    await store.claim(claim_request(key))
+    await store.settle(key, 1, completed(body=b"\x00kept\xff"))
+    before = await store.get(key)
+    events = await store.read_events("agent")
+    await store.close()
+
+    reopened = SQLiteStore(path)
+    try:
+        assert await reopened.get(key) == before
+        assert await reopened.read_events("agent") == events
+        replay = await reopened.claim(claim_request(key))
+        assert replay.record == before
+        later = await reopened.read_events("agent", after=events[-1].event_id)
+        assert [event.type for event in later] == [EventType.REPLAYED]
+        # Ids go on rising across restarts, and compare as text in that order.
+        assert later[0].event_id > events[-1].event_id
+        assert len(later[0].event_id) == len(events[-1].event_id)
+    finally:
+        await reopened.close()
+
+
+async def test_two_stores_on_one_file_share_records_and_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    first, second = SQLiteStore(path), SQLiteStore(path)
+    try:
+        keys = [RecordKey("agent", f"e{i}") for i in range(10)]
+        results = await asyncio.gather(
+            *(store.claim(claim_request(key)) for key in keys for store in (first, second))
+        )
+        assert sum(result.claimed for result in results) == len(keys)
+        assert await first.settle(keys[0], 1, completed())
+        record = await second.get(keys[0])
+        assert record is not None
+        assert record.state is RecordState.COMPLETED
+        assert len(await second.read_events("agent")) == 1
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_the_file_is_in_wal_mode(tmp_path: Path) -> None:
+    path = tmp_path / "effects.db"
+    store = SQLiteStore(path)
+    await store.ping()
+    await store.close()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+async def test_work_runs_off_the_event_loop_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SQLiteStore(tmp_path / "effects.db")
+    seen: list[str] = []
+    original = store._on_worker
+
+    def spy(fn: Callable[[sqlite3.Connection], object]) -> object:
+        seen.append(threading.current_thread().name)
+        return original(fn)
+
+    monkeypatch.setattr(store, "_on_worker", spy)
+    try:
+        await store.claim(claim_request(RecordKey("agent", "e1")))
+        await store.get(RecordKey("agent", "e1"))
+    finally:
+        await store.close()
+    assert len(set(seen)) == 1
+    assert seen[0] != threading.current_thread().name
+
+
+async def test_expired_records_are_purged_from_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "effects.db"
+    store = SQLiteStore(path)
+    await store.claim(claim_request(RecordKey("agent", "short"), ttl_s=1))
+    await store.close()
+    await asyncio.sleep(1.1)
+    # A fresh store purges on its first write.
+    store = SQLiteStore(path)
+    await store.claim(claim_request(RecordKey("agent", "new")))
+    await store.close()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        rows = db.execute("SELECT effect_id FROM records").fetchall()
+    assert rows == [("new",)]
+
+
+async def test_a_file_that_is_not_a_database_is_reported_corrupt(tmp_path: Path) -> None:
+    path = tmp_path / "effects.db"
+    path.write_bytes(b"this is not a database, just some text " * 100)
+    store = SQLiteStore(path)
+    try:
+        with pytest.raises(StoreCorrupt):
+            await store.get(RecordKey("agent", "e1"))
+    finally:
+        await store.close()
+
+
+async def test_an_unwritable_location_is_reported_unavailable(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "missing-dir" / "effects.db")
+    try:
+        with pytest.raises(StoreUnavailable):
+            await store.ping()
+    finally:
+        await store.close()
+
+
+async def test_a_closed_store_is_unavailable(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "effects.db")
+    await store.ping()
+    await store.close()
+    await store.close()
+    with pytest.raises(StoreUnavailable):
+        await store.claim(claim_request(RecordKey("agent", "e1")))
+
+
+async def test_an_event_id_from_elsewhere_is_rejected(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "effects.db")
+    try:
+        with pytest.raises(ValueError, match="event id"):
+            await store.read_events("agent", after="1700000000000-0")
+    finally:
+        await store.close()
