@@ -155,4 +155,5 @@ def build_upstream_app() -> web.Application:
 
 
 if __name__ == "__main__":
-    web.run_app(build_upstream_app(), host="127.0.0.1", port=int(sys.argv[1]), print=None)
+    app = build_upstream_app()
+    web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, shutdown_timeout=0.5)
