@@ -293,6 +293,7 @@ async def test_events_come_in_order_and_page_with_after(store: Store, ns: str) -
     assert await store.read_events(ns, after=everything[-1].event_id) == []
     assert await store.read_events(ns, after=everything[1].event_id) == everything[2:]
     assert await store.read_events(f"{ns}-other") == []
+    assert await store.read_events(ns, limit=0) == []
 
 
 async def test_events_are_kept_per_agent(store: Store, ns: str) -> None:
@@ -340,6 +341,7 @@ async def test_list_unknown_is_oldest_first_and_limited(store: Store, ns: str) -
     await store.settle(done, 1, completed())
     assert [record.key for record in await store.list_unknown(ns)] == keys
     assert [record.key for record in await store.list_unknown(ns, limit=2)] == keys[:2]
+    assert await store.list_unknown(ns, limit=0) == []
     assert await store.list_unknown(f"{ns}-other") == []
 
 

@@ -72,7 +72,11 @@ def _translated(op: str) -> Iterator[None]:
 
 
 class RedisStore:
-    """The :class:`~idemproxy.store.base.Store` on Redis: single node, Sentinel or Cluster."""
+    """The :class:`~idemproxy.store.base.Store` on Redis: single node, Sentinel or Cluster.
+
+    Event ids are stream ids (``<ms>-<seq>``): ordered by the stream, opaque to callers. Events
+    are kept ``event_retention_s``; the outbox stream of an agent quiet that long expires.
+    """
 
     backend = "redis"
 
@@ -225,6 +229,8 @@ class RedisStore:
     ) -> list[EffectEvent]:
         if after is not None and not _STREAM_ID.fullmatch(after):
             raise ValueError(f"not an event id of the redis store: {after!r}")
+        if limit <= 0:
+            return []  # XRANGE refuses COUNT 0
         start = "-" if after is None else f"({after}"
         entries: Any
         with _translated("read_events"):

@@ -40,7 +40,10 @@ EXPIRED_LEASE_REASON = "lease expired: the proxy holding this request stopped"
 
 
 class SQLiteStore:
-    """The :class:`~idemproxy.store.base.Store` in one SQLite file."""
+    """The :class:`~idemproxy.store.base.Store` in one SQLite file.
+
+    Events are kept ``event_retention_s``, then purged with expired records.
+    """
 
     backend = "sqlite"
 
@@ -102,11 +105,12 @@ class SQLiteStore:
     async def close(self) -> None:
         if self._closed:
             return
-        await self._run(self._close_db)
         self._closed = True
+        # Straight onto the worker, not through _run: closing must not open the file first.
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._close_db)
         self._executor.shutdown(wait=True)
 
-    def _close_db(self, _db: sqlite3.Connection) -> None:
+    def _close_db(self) -> None:
         if self._db is not None:
             self._db.close()
             self._db = None
