@@ -85,7 +85,7 @@ class SQLiteStore:
         """Run ``fn(now_ms)`` in one immediate transaction: all of it is written or none."""
         db.execute("BEGIN IMMEDIATE")
         try:
-            # Read the clock after taking the write lock, so writers' times never go backwards.
+            # Read the clock once the write lock is held, so times follow commit order.
             now_ms = wall_clock_ms()
             result = fn(now_ms)
             if now_ms >= self._next_purge_ms:
