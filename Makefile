@@ -1,0 +1,40 @@
+# Targets named in README.md. `make test` is what CI runs (.ci/run).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: install dev test lint typecheck unit serve clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+
+install: $(BIN)/python  ## the proxy alone
+	$(BIN)/pip install --quiet --disable-pip-version-check -e .
+
+dev: $(BIN)/python  ## the proxy plus everything the tests and checks use
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,deploy]'
+	scripts/install-deploy-tools.sh $(VENV)
+
+lint: dev
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+
+typecheck: dev
+	$(BIN)/mypy src tests
+
+unit: dev
+	$(BIN)/pytest -q -m "not redis and not e2e"
+
+test: dev  ## lint, types, and the whole suite against a real Redis
+	scripts/ensure-redis.sh
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/mypy src tests
+	$(BIN)/pytest -q
+
+serve: install  ## run the proxy on the embedded store: make serve UPSTREAM=name=https://api...
+	$(BIN)/idemproxy serve $(if $(UPSTREAM),--upstream $(UPSTREAM),--config examples/idemproxy.yaml)
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis build dist src/*.egg-info
