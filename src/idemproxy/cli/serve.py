@@ -1,20 +1,15 @@
-"""The ``idemproxy`` command: ``serve`` and ``check-config`` (operator verbs come later)."""
+"""``idemproxy serve`` and ``idemproxy check-config``."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from idemproxy import __version__
 from idemproxy.config import LoadedConfig, load_config
 from idemproxy.errors import ConfigError
 from idemproxy.logs import configure_logging
-
-EXIT_CONFIG = 2
 
 
 def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
@@ -85,32 +80,10 @@ def _add_config_flags(parser: argparse.ArgumentParser, *, config_positional: boo
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="idemproxy", description="Exactly-once sidecar proxy for agents' external effects."
-    )
-    parser.add_argument("--version", action="version", version=f"idemproxy {__version__}")
-    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = verbs.add_parser("serve", help="run the proxy")
     _add_config_flags(serve, config_positional=False)
     serve.set_defaults(run=_serve)
     check = verbs.add_parser("check-config", help="validate a config and its policies")
     _add_config_flags(check, config_positional=True)
     check.set_defaults(run=_check_config)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        code: int = args.run(args)
-    except ConfigError as exc:
-        print(f"idemproxy: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except KeyboardInterrupt:
-        return 130
-    return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())
