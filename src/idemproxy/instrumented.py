@@ -14,6 +14,9 @@ from idemproxy.store.records import (
     EffectEvent,
     EffectRecord,
     RecordKey,
+    RecordState,
+    Resolution,
+    ResolveResult,
     Settlement,
 )
 
@@ -27,7 +30,17 @@ class InstrumentedStore:
         self._metrics = metrics
         self._durations = {
             op: metrics.store_operation_duration.labels(op)
-            for op in ("ping", "claim", "settle", "renew", "get", "list_unknown", "batch", "events")
+            for op in (
+                "ping",
+                "claim",
+                "settle",
+                "resolve",
+                "renew",
+                "get",
+                "list_unknown",
+                "batch",
+                "events",
+            )
         }
 
     async def _timed(self, op: str, call: Callable[[], Awaitable[T]]) -> T:
@@ -48,6 +61,11 @@ class InstrumentedStore:
 
     async def settle(self, key: RecordKey, fence: int, settlement: Settlement) -> bool:
         return await self._timed("settle", lambda: self.inner.settle(key, fence, settlement))
+
+    async def resolve(
+        self, key: RecordKey, expected: RecordState, resolution: Resolution
+    ) -> ResolveResult:
+        return await self._timed("resolve", lambda: self.inner.resolve(key, expected, resolution))
 
     async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
         return await self._timed("renew", lambda: self.inner.renew(key, fence, lease_ms))

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from idemproxy.store.memory import MemoryStore
-from idemproxy.store.records import ClaimRequest, EffectMeta, RecordKey, RecordState
+from idemproxy.store.records import ClaimRequest, EffectMeta, RecordKey, RecordState, Resolution
 from tests.proxy.conftest import ProxyFactory
 from tests.support.upstream import EffectLog
 
@@ -289,3 +289,23 @@ async def test_safe_reads_are_forwarded_every_time(make_proxy: ProxyFactory) -> 
         assert response.headers["Idem-Outcome"] == "forwarded"
         assert "Idem-Key" not in response.headers
     assert state.metrics.requests.labels("up", "read", "forwarded")._value.get() == 3
+
+
+async def test_an_effect_resolved_as_applied_replays_without_a_recorded_response(
+    make_proxy: ProxyFactory, effects: EffectLog
+) -> None:
+    store = MemoryStore()
+    client, _ = await make_proxy(store=store)
+    first = await client.post("/up/status/500", data=b"{}", headers=TOOL_CALL)
+    agent, _, effect_id = first.headers["Idem-Key"].partition("/")
+    resolution = Resolution(RecordState.COMPLETED, reason="operator saw the message posted")
+    key = RecordKey(agent, effect_id)
+    assert (await store.resolve(key, RecordState.UNKNOWN, resolution)).resolved
+
+    repeat = await client.post("/up/status/500", data=b"{}", headers=TOOL_CALL)
+    body = await repeat.json()
+    assert repeat.status == 200
+    assert repeat.headers["Idem-Outcome"] == "replayed"
+    assert body["applied"] is True
+    assert body["note"] == "operator saw the message posted"
+    assert effects.count("/status/500") == 1

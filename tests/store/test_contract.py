@@ -17,6 +17,7 @@ from idemproxy.store.records import (
     EventType,
     RecordKey,
     RecordState,
+    Resolution,
     Settlement,
     StoredResponse,
 )
@@ -406,3 +407,91 @@ async def test_hostile_ids_stay_separate(store: Store, ns: str) -> None:
 
 async def test_ping_answers(store: Store) -> None:
     await store.ping()
+
+
+def unknown_settlement() -> Settlement:
+    return Settlement(RecordState.UNKNOWN, reason="no answer within read timeout", ttl_s=600)
+
+
+async def test_resolve_applied_replays_the_supplied_response(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    await store.claim(claim_request(key))
+    await store.settle(key, 1, unknown_settlement())
+    response = StoredResponse(200, (("content-type", "application/json"),), b'{"id":"m9"}')
+    resolution = Resolution(
+        RecordState.COMPLETED, response, external_id="m9", reason="seen in the channel"
+    )
+
+    result = await store.resolve(key, RecordState.UNKNOWN, resolution)
+
+    assert result.resolved
+    assert result.record is not None
+    assert result.record.state is RecordState.COMPLETED
+    assert result.record.fence == 2
+    assert await store.list_unknown(ns) == []
+    replay = await store.claim(claim_request(key))
+    assert not replay.claimed
+    assert replay.record is not None
+    assert replay.record.response == response
+    assert replay.record.external_id == "m9"
+    events = await store.read_events(ns)
+    assert [e.type for e in events] == [
+        EventType.UNKNOWN,
+        EventType.RESOLVED,
+        EventType.REPLAYED,
+    ]
+    assert events[1].state == "completed"
+    assert events[1].reason == "seen in the channel"
+
+
+async def test_resolve_not_applied_frees_the_key(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    await store.claim(claim_request(key))
+    await store.settle(key, 1, unknown_settlement())
+    result = await store.resolve(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED))
+    assert result.resolved
+    again = await store.claim(claim_request(key))
+    assert (again.claimed, again.fence) == (True, 3)
+    assert (await store.read_events(ns))[-1].state == "not_applied"
+
+
+async def test_resolve_is_compare_and_set(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    missing = await store.resolve(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED))
+    assert (missing.resolved, missing.record) == (False, None)
+    await store.claim(claim_request(key))
+    await store.settle(key, 1, completed())
+    refused = await store.resolve(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED))
+    assert not refused.resolved
+    assert refused.record is not None
+    assert refused.record.state is RecordState.COMPLETED
+    assert (await store.get(key)) == refused.record
+    assert await event_types(store, ns) == [EventType.COMPLETED]
+
+
+async def test_concurrent_resolutions_let_exactly_one_win(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    await store.claim(claim_request(key))
+    await store.settle(key, 1, unknown_settlement())
+    verdicts = [Resolution(RecordState.COMPLETED), Resolution(RecordState.NOT_APPLIED)] * 5
+    results = await asyncio.gather(
+        *(store.resolve(key, RecordState.UNKNOWN, verdict) for verdict in verdicts)
+    )
+    assert sum(result.resolved for result in results) == 1
+    assert (await event_types(store, ns)).count(EventType.RESOLVED) == 1
+
+
+async def test_resolving_an_attempt_in_flight_fences_its_late_settle(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    await store.claim(claim_request(key))
+    result = await store.resolve(key, RecordState.IN_FLIGHT, Resolution(RecordState.NOT_APPLIED))
+    assert result.resolved
+    assert not await store.settle(key, 1, completed())
+    record = await store.get(key)
+    assert record is not None
+    assert record.state is RecordState.NOT_APPLIED
+
+
+def test_a_resolution_cannot_leave_a_record_in_doubt() -> None:
+    with pytest.raises(ValueError, match="completed"):
+        Resolution(RecordState.UNKNOWN)

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from urllib.parse import quote
 
+import orjson
 from aiohttp import ClientSession, web
 from multidict import CIMultiDict
 
@@ -276,8 +277,7 @@ def settlement_for(
 
 
 def replay_response(record: EffectRecord, outcome: Outcome) -> web.Response:
-    stored = record.response
-    assert stored is not None
+    stored = record.response or applied_without_response(record)
     headers: CIMultiDict[str] = CIMultiDict(stored.headers)
     headers["Idempotent-Replayed"] = "true"
     headers.extend(outcome_headers(outcome, str(record.key)))
@@ -285,6 +285,19 @@ def replay_response(record: EffectRecord, outcome: Outcome) -> web.Response:
     if stored.body_truncated:
         headers["Idem-Body-Truncated"] = "true"
     return web.Response(status=stored.status, body=stored.body, headers=headers)
+
+
+def applied_without_response(record: EffectRecord) -> StoredResponse:
+    """What a repeat gets when an effect was resolved as applied with no response to replay."""
+    body = orjson.dumps(
+        {
+            "idempotent_replayed": True,
+            "applied": True,
+            "external_id": record.external_id or None,
+            "note": record.reason or "resolved as applied; no upstream response was recorded",
+        }
+    )
+    return StoredResponse(200, (("Content-Type", "application/json"),), body)
 
 
 def outcome_unknown(record: EffectRecord) -> RequestRefused:

@@ -20,6 +20,9 @@ from idemproxy.store.records import (
     EffectEvent,
     EffectRecord,
     RecordKey,
+    RecordState,
+    Resolution,
+    ResolveResult,
     Settlement,
 )
 
@@ -70,6 +73,18 @@ class Store(Protocol):
 
         Accepted while the record is ``in_flight`` with this fence, even after the lease ran
         out (nobody else has taken it over). The record then lives ``settlement.ttl_s``.
+        """
+        ...
+
+    async def resolve(
+        self, key: RecordKey, expected: RecordState, resolution: Resolution
+    ) -> ResolveResult:
+        """Compare-and-set: move the record from ``expected`` to ``resolution.state``.
+
+        Refused (``resolved=False``, nothing changed) when there is no record or its state is
+        not ``expected``. On success the fence grows by one, so a late settle from an attempt
+        that still thinks it holds the key is dropped; the record leaves the review queue, lives
+        ``resolution.ttl_s`` and emits ``effect.resolved``.
         """
         ...
 

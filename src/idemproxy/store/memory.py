@@ -14,12 +14,28 @@ from idemproxy.store.records import (
     EventType,
     RecordKey,
     RecordState,
+    Resolution,
+    ResolveResult,
     Settlement,
 )
 
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def resolved_record(record: EffectRecord, resolution: Resolution, now_ms: int) -> EffectRecord:
+    """``record`` after ``resolution``: shared by the backends that resolve in Python."""
+    return dataclasses.replace(
+        record,
+        state=resolution.state,
+        fence=record.fence + 1,
+        lease_expires_ms=0,
+        updated_ms=now_ms,
+        response=resolution.response,
+        external_id=resolution.external_id,
+        reason=resolution.reason,
+    )
 
 
 class MemoryStore:
@@ -59,6 +75,7 @@ class MemoryStore:
             external_id=record.external_id,
             reason=record.reason,
             ts_ms=now_ms,
+            state=record.state.value,
         )
         self._events.setdefault(record.key.agent, []).append(event)
 
@@ -125,6 +142,18 @@ class MemoryStore:
         self._records[key] = (record, now_ms + settlement.ttl_s * 1000)
         self._emit(record, settlement.event_type(), now_ms)
         return True
+
+    async def resolve(
+        self, key: RecordKey, expected: RecordState, resolution: Resolution
+    ) -> ResolveResult:
+        now_ms = self._clock_ms()
+        record = self._live(key, now_ms)
+        if record is None or record.state is not expected:
+            return ResolveResult(resolved=False, record=record)
+        record = resolved_record(record, resolution, now_ms)
+        self._records[key] = (record, now_ms + resolution.ttl_s * 1000)
+        self._emit(record, EventType.RESOLVED, now_ms)
+        return ResolveResult(resolved=True, record=record)
 
     async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
         now_ms = self._clock_ms()

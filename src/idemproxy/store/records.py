@@ -5,6 +5,7 @@ An effect record moves through these states (SPEC section 4)::
     (none) --claim--> in_flight --settle--> completed
                          |  ^                unknown      --resolve--> completed | not_applied
                          |  |                not_applied  --claim----> in_flight
+                         |  |   (resolve is compare-and-set from any state it is told to expect)
                          |  +-- lease renewed by its holder
                          +-- lease expired, seen by a later claim --> unknown
 
@@ -130,6 +131,35 @@ class Settlement:
 
 
 @dataclass(frozen=True, slots=True)
+class Resolution:
+    """A verdict on a record whose outcome was in doubt: by an operator, or by an upstream
+    adapter that proved it (a read-back found the post, a native key is still deduplicated).
+
+    ``COMPLETED`` means applied: repeats replay ``response`` (None: the caller had none to give).
+    ``NOT_APPLIED`` frees the key: the next request is forwarded.
+    """
+
+    state: RecordState
+    response: StoredResponse | None = None
+    external_id: str = ""
+    reason: str = ""
+    ttl_s: int = 86_400
+
+    def __post_init__(self) -> None:
+        if self.state not in (RecordState.COMPLETED, RecordState.NOT_APPLIED):
+            raise ValueError("a resolution ends as completed (applied) or not_applied")
+
+
+@dataclass(frozen=True, slots=True)
+class ResolveResult:
+    """``record`` is the record after the change, or as it stands when ``resolved`` is False
+    (None: there is no record)."""
+
+    resolved: bool
+    record: EffectRecord | None
+
+
+@dataclass(frozen=True, slots=True)
 class EffectEvent:
     """One state change, as delivered to the recovery controller. ``event_id`` orders per agent."""
 
@@ -141,4 +171,5 @@ class EffectEvent:
     external_id: str = ""
     reason: str = ""
     ts_ms: int = 0
+    state: str = ""  # the record's state after the change
     extra: dict[str, str] = field(default_factory=dict)

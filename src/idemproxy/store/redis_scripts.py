@@ -30,12 +30,12 @@ end
 -- older than the retention are trimmed, and a stream of an agent gone quiet expires whole.
 local function emit(record, stream, effect_id, event_type, now, retention_ms)
   local f = redis.call('HMGET', record, 'batch', 'tool_call', 'action', 'upstream', 'method',
-    'path', 'status', 'ext', 'reason')
+    'path', 'status', 'ext', 'reason', 'state')
   redis.call('XADD', stream, 'MINID', '~', now - retention_ms, '*',
     'type', event_type, 'effect_id', effect_id,
     'batch', f[1] or '', 'tool_call', f[2] or '', 'action', f[3] or '', 'upstream', f[4] or '',
     'method', f[5] or '', 'path', f[6] or '', 'status', f[7] or '0', 'ext', f[8] or '',
-    'reason', f[9] or '', 'ts', now)
+    'reason', f[9] or '', 'ts', now, 'state', f[10] or '')
   redis.call('PEXPIRE', stream, retention_ms)
 end
 """
@@ -125,6 +125,40 @@ if cur[3] then
 end
 emit(record, stream, effect_id, ARGV[4], now, retention_ms)
 return 1
+"""
+)
+
+# KEYS: record, outbox, unknown zset.
+# ARGV: effect id, expected state, new state, ttl ms, event retention ms, external id, reason,
+#       has response ('1' or '0'), status, headers, body, body truncated ('1' or '0').
+# Returns {1, HGETALL after} when resolved, {0, HGETALL as it stands} when refused ({} if none).
+RESOLVE = (
+    _PRELUDE
+    + """
+local record, stream, unknown = KEYS[1], KEYS[2], KEYS[3]
+local effect_id, state = ARGV[1], ARGV[3]
+local ttl_ms, retention_ms = tonumber(ARGV[4]), tonumber(ARGV[5])
+local cur = redis.call('HMGET', record, 'state', 'fence', 'bkey')
+if cur[1] ~= ARGV[2] then
+  return {0, redis.call('HGETALL', record)}
+end
+local now = now_ms()
+-- A higher fence drops the late settle of an attempt that still thinks it holds the key.
+redis.call('HSET', record, 'state', state, 'fence', tonumber(cur[2]) + 1, 'lease_exp', 0,
+  'updated', now, 'ext', ARGV[6], 'reason', ARGV[7])
+if ARGV[8] == '1' then
+  redis.call('HSET', record, 'status', ARGV[9], 'headers', ARGV[10], 'body', ARGV[11],
+    'trunc', ARGV[12])
+else
+  redis.call('HDEL', record, 'status', 'headers', 'body', 'trunc')
+end
+redis.call('PEXPIRE', record, ttl_ms)
+redis.call('ZREM', unknown, effect_id)
+if cur[3] then
+  extend_expiry(cur[3], ttl_ms)
+end
+emit(record, stream, effect_id, 'effect.resolved', now, retention_ms)
+return {1, redis.call('HGETALL', record)}
 """
 )
 

@@ -37,6 +37,8 @@ from idemproxy.store.records import (
     EventType,
     RecordKey,
     RecordState,
+    Resolution,
+    ResolveResult,
     Settlement,
     StoredResponse,
 )
@@ -94,6 +96,7 @@ class RedisStore:
         self._claim = client.register_script(redis_scripts.CLAIM)
         self._settle = client.register_script(redis_scripts.SETTLE)
         self._renew = client.register_script(redis_scripts.RENEW)
+        self._resolve = client.register_script(redis_scripts.RESOLVE)
         self._fetch_unknown = client.register_script(redis_scripts.FETCH_UNKNOWN)
         self._fetch_batch = client.register_script(redis_scripts.FETCH_BATCH)
 
@@ -149,12 +152,6 @@ class RedisStore:
         return ClaimResult(claimed=False, fence=fence, record=decode_record(key, reply[2]))
 
     async def settle(self, key: RecordKey, fence: int, settlement: Settlement) -> bool:
-        response = settlement.response
-        keys = [
-            layout.record_key(key),
-            layout.outbox_key(key.agent),
-            layout.unknown_key(key.agent),
-        ]
         args: list[ScriptArg] = [
             key.effect_id,
             fence,
@@ -164,20 +161,28 @@ class RedisStore:
             self._retention_ms,
             settlement.external_id,
             settlement.reason,
+            *_response_args(settlement.response),
         ]
-        if response is None:
-            args += ["0", 0, b"", b"", "0"]
-        else:
-            headers = layout.dump_headers(response.headers)
-            args += [
-                "1",
-                response.status,
-                headers,
-                response.body,
-                str(int(response.body_truncated)),
-            ]
         with _translated("settle"):
-            return int(await self._settle(keys=keys, args=args)) == 1
+            return int(await self._settle(keys=_state_keys(key), args=args)) == 1
+
+    async def resolve(
+        self, key: RecordKey, expected: RecordState, resolution: Resolution
+    ) -> ResolveResult:
+        args: list[ScriptArg] = [
+            key.effect_id,
+            expected.value,
+            resolution.state.value,
+            resolution.ttl_s * 1000,
+            self._retention_ms,
+            resolution.external_id,
+            resolution.reason,
+            *_response_args(resolution.response),
+        ]
+        with _translated("resolve"):
+            reply = await self._resolve(keys=_state_keys(key), args=args)
+        record = decode_record(key, reply[1]) if reply[1] else None
+        return ResolveResult(resolved=int(reply[0]) == 1, record=record)
 
     async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
         with _translated("renew"):
@@ -236,6 +241,18 @@ class RedisStore:
         with _translated("read_events"):
             entries = await self._client.xrange(layout.outbox_key(agent), start, "+", count=limit)
         return [decode_event(agent, event_id, fields) for event_id, fields in entries]
+
+
+def _state_keys(key: RecordKey) -> list[str]:
+    """The keys a settle or resolve script changes: record, outbox, review zset."""
+    return [layout.record_key(key), layout.outbox_key(key.agent), layout.unknown_key(key.agent)]
+
+
+def _response_args(response: StoredResponse | None) -> list[ScriptArg]:
+    if response is None:
+        return ["0", 0, b"", b"", "0"]
+    headers = layout.dump_headers(response.headers)
+    return ["1", response.status, headers, response.body, str(int(response.body_truncated))]
 
 
 def decode_record(key: RecordKey, raw: Any) -> EffectRecord:
@@ -300,6 +317,7 @@ def decode_event(agent: str, event_id: Any, raw: Any) -> EffectEvent:
             external_id=fields["ext"],
             reason=fields["reason"],
             ts_ms=int(fields["ts"]),
+            state=fields.get("state", ""),
         )
     except (KeyError, ValueError, TypeError, AttributeError) as exc:
         raise StoreCorrupt(f"event {event_id!r} of agent {agent!r} cannot be decoded") from exc

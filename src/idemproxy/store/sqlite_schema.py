@@ -46,7 +46,7 @@ _TABLES = (
         type TEXT NOT NULL, batch TEXT NOT NULL, tool_call TEXT NOT NULL,
         action TEXT NOT NULL, upstream TEXT NOT NULL, method TEXT NOT NULL,
         path TEXT NOT NULL, status INTEGER NOT NULL, external_id TEXT NOT NULL,
-        reason TEXT NOT NULL, ts_ms INTEGER NOT NULL)""",
+        reason TEXT NOT NULL, ts_ms INTEGER NOT NULL, state TEXT NOT NULL DEFAULT '')""",
     "CREATE INDEX IF NOT EXISTS events_agent ON events (agent, id)",
     "CREATE INDEX IF NOT EXISTS events_age ON events (ts_ms)",
 )
@@ -141,7 +141,8 @@ def append_event(
     meta = record.meta
     db.execute(
         "INSERT INTO events (agent, effect_id, type, batch, tool_call, action, upstream, method,"
-        " path, status, external_id, reason, ts_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " path, status, external_id, reason, ts_ms, state)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             record.key.agent,
             record.key.effect_id,
@@ -156,6 +157,7 @@ def append_event(
             record.external_id,
             record.reason,
             now_ms,
+            record.state.value,
         ),
     )
 
@@ -177,6 +179,7 @@ def read_events(db: sqlite3.Connection, agent: str, after_id: int, limit: int) -
                 external_id=row["external_id"],
                 reason=row["reason"],
                 ts_ms=row["ts_ms"],
+                state=row["state"],
             )
             for row in rows
         ]

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from idemproxy.store import sqlite_schema as schema
 from idemproxy.store.base import StoreCorrupt, StoreUnavailable
-from idemproxy.store.memory import wall_clock_ms
+from idemproxy.store.memory import resolved_record, wall_clock_ms
 from idemproxy.store.records import (
     ClaimRequest,
     ClaimResult,
@@ -28,6 +28,8 @@ from idemproxy.store.records import (
     EventType,
     RecordKey,
     RecordState,
+    Resolution,
+    ResolveResult,
     Settlement,
 )
 
@@ -136,6 +138,20 @@ class SQLiteStore:
             return True
 
         return await self._run(lambda db: self._write(db, lambda now: settle(db, now)))
+
+    async def resolve(
+        self, key: RecordKey, expected: RecordState, resolution: Resolution
+    ) -> ResolveResult:
+        def resolve(db: sqlite3.Connection, now_ms: int) -> ResolveResult:
+            found = schema.load(db, key, now_ms)
+            if found is None or found[0].state is not expected:
+                return ResolveResult(resolved=False, record=found[0] if found else None)
+            record = resolved_record(found[0], resolution, now_ms)
+            schema.save(db, record, now_ms + resolution.ttl_s * 1000)
+            schema.append_event(db, record, EventType.RESOLVED, now_ms)
+            return ResolveResult(resolved=True, record=record)
+
+        return await self._run(lambda db: self._write(db, lambda now: resolve(db, now)))
 
     async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
         def renew(db: sqlite3.Connection, now_ms: int) -> bool:
