@@ -89,3 +89,15 @@ def test_unknown_policy_is_a_config_error() -> None:
         load_config(environ={}, flags=flags)
     assert "upstream 'up'" in str(error.value)
     assert "generic" in str(error.value)
+
+
+def test_kubernetes_service_links_are_not_settings() -> None:
+    environ = {
+        "IDEMPROXY_SERVICE_HOST": "10.0.0.7",
+        "IDEMPROXY_SERVICE_PORT": "9090",
+        "IDEMPROXY_SERVICE_PORT_ADMIN": "9090",
+        "IDEMPROXY_PORT": "tcp://10.0.0.7:9090",
+        "IDEMPROXY_PORT_9090_TCP_ADDR": "10.0.0.7",
+        "IDEMPROXY_AGENT_ID": "a1",
+    }
+    assert load_config(environ=environ).config.agent_id == "a1"

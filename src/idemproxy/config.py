@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
@@ -23,6 +24,11 @@ from idemproxy.policies.model import Policy
 
 ENV_PREFIX = "IDEMPROXY_"
 ENV_NESTING = "__"
+# Kubernetes injects these for any Service named "idemproxy" in the namespace; they are not
+# settings, and refusing them as unknown would stop the sidecar from starting.
+_SERVICE_LINK = re.compile(
+    r"IDEMPROXY_(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)"
+)
 
 
 class LogLevel(StrEnum):
@@ -137,7 +143,7 @@ def _merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> None:
 def _env_layer(environ: Mapping[str, str], sources: dict[str, str]) -> dict[str, Any]:
     layer: dict[str, Any] = {}
     for name, value in environ.items():
-        if not name.startswith(ENV_PREFIX):
+        if not name.startswith(ENV_PREFIX) or _SERVICE_LINK.fullmatch(name):
             continue
         path = [part.lower() for part in name[len(ENV_PREFIX) :].split(ENV_NESTING)]
         _set_path(layer, path, value)
