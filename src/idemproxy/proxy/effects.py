@@ -89,11 +89,7 @@ class EffectFlow:
             try:
                 result = await self.store.claim(claim)
             except StoreError as exc:
-                raise RequestRefused(
-                    ProblemCode.STORE_UNAVAILABLE,
-                    "the effect store is unreachable, so nothing was forwarded; retry shortly",
-                    retry_after_s=1,
-                ) from exc
+                raise store_unavailable() from exc
             if result.claimed:
                 return await self._attempt(ctx, result.fence)
             record = result.record
@@ -121,9 +117,12 @@ class EffectFlow:
                     " get its result",
                     retry_after_s=1,
                 )
-            await self.attempts.wait_settled(
-                self.store, ctx.key.record_key, ctx.route.coalesce_wait_ms
-            )
+            try:
+                await self.attempts.wait_settled(
+                    self.store, ctx.key.record_key, ctx.route.coalesce_wait_ms
+                )
+            except StoreError as exc:
+                raise store_unavailable() from exc
             waited = True
 
     def _blocked(self, ctx: EffectContext, kind: DuplicateKind) -> None:
@@ -238,6 +237,14 @@ class EffectFlow:
             yield
         finally:
             renewer.cancel()
+
+
+def store_unavailable() -> RequestRefused:
+    return RequestRefused(
+        ProblemCode.STORE_UNAVAILABLE,
+        "the effect store is unreachable, so nothing was forwarded; retry shortly",
+        retry_after_s=1,
+    )
 
 
 def classify_status(status: int, route: Route) -> RecordState:
