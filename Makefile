@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install dev test lint typecheck unit serve clean
+.PHONY: install dev test lint typecheck unit serve bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,9 @@ test: dev  ## lint, types, and the whole suite against a real Redis
 
 serve: install  ## run the proxy on the embedded store: make serve UPSTREAM=name=https://api...
 	$(BIN)/idemproxy serve $(if $(UPSTREAM),--upstream $(UPSTREAM),--config examples/idemproxy.yaml)
+
+bench: install  ## idemproxy vs the reference proxy under wrk, one table (DUR=3s per cell)
+	$(BIN)/python bench/run.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis build dist src/*.egg-info

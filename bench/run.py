@@ -1,0 +1,271 @@
+"""idemproxy against the reference minimal idempotency proxy, side by side in one run.
+
+Starts nginx (the upstream, on 127.0.0.1:9001 where the reference forwards), the fake upstream
+behind it for SSE and slow answers, a private Redis, ``idemproxy serve`` on that Redis and the
+reference ``miniproxy.py`` (modes pass and redis) on the same Redis; drives each with wrk and
+prints one markdown table. Everything stays on 127.0.0.1.
+
+Environment: DUR (wrk duration per cell, default 3s), WORKERS (idemproxy worker counts to
+compare, default "1 2"), MEM=0 to skip the memory scenarios, HUGE_MB (default 100),
+SSE_EVENTS (default 30000), CALLS (default 1000), MINIPROXY (path of miniproxy.py),
+UVLOOP=1 to run both proxies on uvloop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from load import Cell, CommandCounter, wrk
+from memory import Footprint, footprints
+from procs import Proc, ensure_tools, free_port, peak_rss_mib, port_taken
+from report import Case, Row, print_report
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+UPSTREAM_PORT = 9001  # where miniproxy.py forwards, fixed
+CONNS = (1, 32)
+
+CASES = (
+    Case("a", "safe GET pass-through", "get.lua", "/up/api/messages", "pass"),
+    Case("b", "external POST, first call", "first.lua", "", "redis"),
+    Case("c", "external POST, replay", "replay.lua", "", "redis"),
+    Case("d", "1 MiB response, safe", "get.lua", "/up/api/big", "pass"),
+    Case("d", "SSE 50 events x 20 ms, safe", "get.lua", "/up/api/stream", "pass"),
+)
+
+POLICY = """\
+name: bench
+routes:
+  - name: read
+    match: {methods: [GET, HEAD], path: "/{rest*}"}
+    effect: safe
+default: {name: post, effect: external}
+"""
+
+
+@dataclass
+class Bench:
+    workdir: Path
+    duration: str
+    redis_port: int
+    run_id: str
+    python: str
+
+    def cells(self, base_url: str, cases: tuple[Case, ...]) -> dict[tuple[Case, int], Cell]:
+        counter = CommandCounter(self.redis_port)
+        results: dict[tuple[Case, int], Cell] = {}
+        try:
+            for case in cases:
+                for conns in CONNS:
+                    env = {**os.environ, "BENCH_RUN": f"{self.run_id}-{conns}"}
+                    env["BENCH_PATH"] = case.path
+                    if case.script == "replay.lua":
+                        _record_once(base_url, env["BENCH_RUN"])
+                    before = counter.snapshot()
+                    cell = wrk(base_url, case.script, conns, self.duration, env)
+                    results[case, conns] = counter.per_request(before, cell)
+        finally:
+            counter.close()
+        return results
+
+
+def _record_once(base_url: str, run: str) -> None:
+    """Make the record replay.lua replays, so that no cell starts with a race to claim it."""
+    call = "replay-" + run
+    headers = {"Content-Type": "application/json", "Idempotency-Key": call,
+               "Idem-Batch": "b-" + run, "Idem-Tool-Call": call}  # fmt: skip
+    body = b'{"content":"hello world"}'
+    request = urllib.request.Request(base_url + "/up/api/messages", body, headers, method="POST")
+    with urllib.request.urlopen(request, timeout=5) as answer:
+        answer.read()
+
+
+def _warm(url: str) -> None:
+    for _ in range(20):
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=5) as answer:
+            answer.read()
+
+
+@contextlib.contextmanager
+def _started(proc: Proc, port: int) -> Iterator[Proc]:
+    proc.start(port)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def _idemproxy(bench: Bench, workers: int) -> tuple[Proc, int]:
+    port, admin_port = free_port(), free_port()
+    policy = bench.workdir / "policy.yaml"
+    policy.write_text(POLICY)
+    config = bench.workdir / f"idemproxy-{workers}.yaml"
+    config.write_text(
+        f"listen: 127.0.0.1:{port}\nadmin_listen: 127.0.0.1:{admin_port}\nagent_id: bench\n"
+        f"store: redis://127.0.0.1:{bench.redis_port}/0\nupstreams:\n"
+        f"  up: {{url: 'http://127.0.0.1:{UPSTREAM_PORT}', policy: '{policy}',"
+        " max_connections: 1100}\n"
+    )
+    script = Path(bench.python).parent / "idemproxy"
+    args = [str(script), "serve", "--config", str(config)]
+    if workers > 1:
+        args += ["--workers", str(workers)]
+    return Proc(f"idemproxy-{workers}", args, bench.workdir), port
+
+
+def _upstreams(bench: Bench, stack: contextlib.ExitStack, tools: dict[str, str]) -> int:
+    """Start nginx and the fake upstream behind it; return nginx's proxying port."""
+    if port_taken(UPSTREAM_PORT):
+        raise SystemExit(f"bench: port {UPSTREAM_PORT} is taken; stop what listens there")
+    (bench.workdir / "big.bin").write_bytes(os.urandom(1 << 20))
+    with (bench.workdir / "huge.bin").open("wb") as huge:
+        huge.truncate(int(os.environ.get("HUGE_MB", "100")) * 1_000_000)
+    fake_port, nginx_proxy_port = free_port(), free_port()
+    fake = Proc(
+        "fake-upstream",
+        [bench.python, "-m", "tests.support.upstream", str(fake_port)],
+        bench.workdir,
+    )
+    fake.env["PYTHONPATH"] = str(REPO)
+    stack.enter_context(_started(fake, fake_port))
+    conf = (HERE / "nginx.conf").read_text()
+    for name, value in (
+        ("DIR", bench.workdir),
+        ("FAKE", fake_port),
+        ("NGINX_PROXY", nginx_proxy_port),
+    ):
+        conf = conf.replace(f"@{name}@", str(value))
+    (bench.workdir / "nginx.conf").write_text(conf)
+    nginx = Proc(
+        "nginx",
+        [tools["nginx"], "-c", str(bench.workdir / "nginx.conf"), "-g", "daemon off;"],
+        bench.workdir,
+    )
+    stack.enter_context(_started(nginx, UPSTREAM_PORT))
+    return nginx_proxy_port
+
+
+def _measure(
+    bench: Bench, stack: contextlib.ExitStack, tools: dict[str, str]
+) -> tuple[list[Row], list[Footprint]]:
+    nginx_proxy_port = _upstreams(bench, stack, tools)
+    redis = Proc(
+        "redis",
+        [
+            tools["redis-server"],
+            "--port",
+            str(bench.redis_port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        bench.workdir,
+    )
+    stack.enter_context(_started(redis, bench.redis_port))
+    rows: list[Row] = []
+    memory: list[Footprint] = []
+    anchors = (Case("-", "anchor: nginx direct, POST", "first.lua", "", "-"),)
+    for name, url in (("nginx direct", UPSTREAM_PORT), ("nginx proxy", nginx_proxy_port)):
+        cells = bench.cells(f"http://127.0.0.1:{url}", anchors)
+        rows += [Row(f"anchor: {name}, POST", c, cells[anchors[0], c], None) for c in CONNS]
+    reference = _reference_cells(bench)
+    workers = [int(n) for n in os.environ.get("WORKERS", "1 2").split()]
+    for count in workers:
+        proc, port = _idemproxy(bench, count)
+        with _started(proc, port):
+            _warm(f"http://127.0.0.1:{port}/up/api/messages")
+            cases = CASES if count == workers[0] else CASES[:3]
+            cells = bench.cells(f"http://127.0.0.1:{port}", cases)
+            peak = peak_rss_mib(proc.pid)
+            rows += [
+                Row(
+                    f"({case.letter}) {case.title}",
+                    conns,
+                    cells[case, conns],
+                    reference.get((case, conns)),
+                    workers=count,
+                    peak_rss_mib=peak,
+                )
+                for case in cases
+                for conns in CONNS
+            ]
+            if count == workers[0] and os.environ.get("MEM", "1") != "0":
+                memory = _memory(proc, port)
+    return rows, memory
+
+
+def _reference_cells(bench: Bench) -> dict[tuple[Case, int], Cell]:
+    miniproxy = Path(os.environ.get("MINIPROXY", REPO.parent / "shared/bench/miniproxy.py"))
+    if not miniproxy.exists():
+        raise SystemExit(f"bench: the reference proxy {miniproxy} is missing; set MINIPROXY")
+    results: dict[tuple[Case, int], Cell] = {}
+    for mode in ("pass", "redis"):
+        port = free_port()
+        args = [bench.python, str(HERE / "reference.py"), str(miniproxy), mode, str(port)]
+        if os.environ.get("UVLOOP") == "1":
+            args.append("uvloop")
+        proc = Proc(
+            f"miniproxy-{mode}", args, bench.workdir, BENCH_REDIS_PORT=str(bench.redis_port)
+        )
+        with _started(proc, port):
+            _warm(f"http://127.0.0.1:{port}/up/api/messages")
+            cases = tuple(case for case in CASES if case.reference_mode == mode)
+            results.update(bench.cells(f"http://127.0.0.1:{port}", cases))
+            print(f"reference {mode}: peak RSS {peak_rss_mib(proc.pid):.1f} MiB", flush=True)
+    return results
+
+
+def _memory(proc: Proc, port: int) -> list[Footprint]:
+    return footprints(
+        proc.pid,
+        f"http://127.0.0.1:{port}",
+        huge_mb=int(os.environ.get("HUGE_MB", "100")),
+        sse_events=int(os.environ.get("SSE_EVENTS", "30000")),
+        calls=int(os.environ.get("CALLS", "1000")),
+    )
+
+
+def _machine() -> str:
+    cpu = "unknown CPU"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"{stamp}; {os.cpu_count()} cores, {cpu}; Linux {platform.release()}"
+
+
+def main() -> None:
+    tools = ensure_tools()
+    duration = os.environ.get("DUR", "3s")
+    workdir = Path(tempfile.mkdtemp(prefix="idemproxy-bench-"))
+    workdir.chmod(0o755)  # nginx workers run as another user and read the bodies from here
+    bench = Bench(workdir, duration, free_port(), uuid.uuid4().hex[:8], sys.executable)
+    print(f"bench: {_machine()}; wrk -t1 -d{duration}; logs in {workdir}", flush=True)
+    try:
+        with contextlib.ExitStack() as stack:
+            rows, memory = _measure(bench, stack, tools)
+    except BaseException:
+        print(f"bench: failed; logs kept in {workdir}", file=sys.stderr)
+        raise
+    print_report(rows, _machine(), duration, memory)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
