@@ -73,5 +73,5 @@ def test_a_single_segment_placeholder_never_spans_segments(segment: str) -> None
 def test_bad_policies_say_where_and_how_to_fix(document: str, expected: str) -> None:
     with pytest.raises(ConfigError) as error:
         parse_policy(document, "my-policy.yaml")
-    assert str(error.value).startswith("my-policy.yaml: ")
+    assert str(error.value).startswith("my-policy.yaml, line ")
     assert expected in str(error.value)

@@ -6,19 +6,7 @@ import re
 from dataclasses import dataclass
 
 from idemproxy.policies.model import Policy, Route
-
-
-def compile_template(template: str) -> re.Pattern[str]:
-    """``/channels/{id}/messages`` -> a regex over the request path (query excluded)."""
-    parts: list[str] = []
-    for segment in template.split("/")[1:]:
-        if segment.startswith("{") and segment.endswith("*}"):
-            parts.append(f"(?:/(?P<{segment[1:-2]}>.*))?")
-        elif segment.startswith("{") and segment.endswith("}"):
-            parts.append(f"/(?P<{segment[1:-1]}>[^/]+)")
-        else:
-            parts.append("/" + re.escape(segment))
-    return re.compile("".join(parts) + "/?")
+from idemproxy.policies.templates import compile_template
 
 
 @dataclass(frozen=True, slots=True)

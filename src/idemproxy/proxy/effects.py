@@ -31,6 +31,7 @@ from idemproxy.proxy.headers import (
     headers_to_store,
     upstream_request_headers,
 )
+from idemproxy.proxy.native import NativeDedupe
 from idemproxy.proxy.outcome import Outcome, outcome_headers
 from idemproxy.proxy.problems import should_retry_headers
 from idemproxy.proxy.relay import Relayed, relay
@@ -71,6 +72,7 @@ class EffectFlow:
         self.attempts = attempts
         self.metrics = metrics
         self.session = session
+        self.native = NativeDedupe(store, session)
 
     async def handle(self, ctx: EffectContext) -> tuple[web.StreamResponse, Outcome | ProblemCode]:
         meta = EffectMeta(
@@ -84,14 +86,15 @@ class EffectFlow:
         claim = ClaimRequest(
             ctx.key.record_key, ctx.fingerprint, meta, ctx.route.lease_ms, ctx.route.ttl_s
         )
-        waited = False
+        waited = reconciled = False
         while True:
             try:
                 result = await self.store.claim(claim)
             except StoreError as exc:
                 raise store_unavailable() from exc
             if result.claimed:
-                return await self._attempt(ctx, result.fence)
+                outcome = Outcome.RECONCILED if reconciled else Outcome.FORWARDED
+                return await self._attempt(ctx, result.fence, outcome)
             record = result.record
             assert record is not None
             if record.fingerprint != ctx.fingerprint:
@@ -107,8 +110,16 @@ class EffectFlow:
                 outcome = Outcome.COALESCED if waited else Outcome.REPLAYED
                 return replay_response(record, outcome), outcome
             if record.state is RecordState.UNKNOWN:
-                self._blocked(ctx, DuplicateKind.UNKNOWN)
-                raise outcome_unknown(record)
+                # Settled at most once per request: a re-send that ends unknown again waits.
+                settled = None if reconciled else await self.native.reconcile(ctx, record)
+                if settled is None:
+                    self._blocked(ctx, DuplicateKind.UNKNOWN)
+                    raise outcome_unknown(record)
+                if settled.record is not None:
+                    outcome = Outcome.RECONCILED
+                    return replay_response(settled.record, outcome), outcome
+                reconciled = True
+                continue
             if waited:
                 self._blocked(ctx, DuplicateKind.IN_PROGRESS)
                 raise RequestRefused(
@@ -129,33 +140,39 @@ class EffectFlow:
         self.metrics.duplicates_blocked.labels(ctx.target.upstream.name, ctx.route.name, kind).inc()
 
     async def _attempt(
-        self, ctx: EffectContext, fence: int
+        self, ctx: EffectContext, fence: int, outcome: Outcome
     ) -> tuple[web.StreamResponse, Outcome | ProblemCode]:
         key = ctx.key.record_key
         self.attempts.begin(key, fence)
         try:
             async with self._lease_kept(key, fence, ctx.route.lease_ms):
-                return await self._forward(ctx, fence)
+                return await self._forward(ctx, fence, outcome)
         finally:
             self.attempts.end(key)
 
     async def _forward(
-        self, ctx: EffectContext, fence: int
+        self, ctx: EffectContext, fence: int, outcome: Outcome
     ) -> tuple[web.StreamResponse, Outcome | ProblemCode]:
         route, upstream = ctx.route, ctx.target.upstream
         headers = upstream_request_headers(ctx.request.headers, keep_length=False)
+        sent = self.native.outgoing(ctx)  # the agent's request, carrying the native key
+        headers.update(sent.headers)
         try:
             async with exchange(
                 self.session,
                 ctx.request.method,
                 ctx.target.url,
                 headers,
-                ctx.body,
+                sent.body,
                 upstream.timeout,
             ) as answer:
+                if self.native.verifies(ctx, sent, answer.status):
+                    verified = await self.native.verify(ctx, sent, answer)
+                    await self._settle(ctx.key.record_key, fence, verified.settlement)
+                    return verified.response, verified.outcome
                 verdict = classify_status(answer.status, route)
                 client_headers = client_response_headers(answer.headers)
-                client_headers.extend(outcome_headers(Outcome.FORWARDED, str(ctx.key)))
+                client_headers.extend(outcome_headers(outcome, str(ctx.key)))
                 capture = route.max_recorded_bytes if verdict is RecordState.COMPLETED else None
                 response, relayed = await relay(ctx.request, answer, client_headers, capture)
                 stored_headers = headers_to_store(
@@ -175,7 +192,7 @@ class EffectFlow:
             )
             raise
         await self._settle(ctx.key.record_key, fence, settlement)
-        return response, Outcome.FORWARDED
+        return response, outcome
 
     async def _failed(
         self, ctx: EffectContext, fence: int, failure: UpstreamFailure

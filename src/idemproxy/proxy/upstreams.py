@@ -10,6 +10,8 @@ from yarl import URL
 
 from idemproxy.config import UpstreamConfig
 from idemproxy.errors import ProblemCode, RequestRefused
+from idemproxy.policies.adapters import adapter_for
+from idemproxy.policies.adapters.base import Adapter
 from idemproxy.policies.matcher import RouteMatcher
 from idemproxy.policies.model import Policy
 
@@ -21,6 +23,7 @@ class Upstream:
     policy: Policy
     matcher: RouteMatcher
     timeout: ClientTimeout
+    adapter: Adapter
 
     @classmethod
     def configure(cls, name: str, config: UpstreamConfig, policy: Policy) -> Upstream:
@@ -28,7 +31,7 @@ class Upstream:
         timeout = ClientTimeout(
             total=None, sock_connect=config.connect_timeout_s, sock_read=config.read_timeout_s
         )
-        return cls(name, config.url, policy, RouteMatcher(policy), timeout)
+        return cls(name, config.url, policy, RouteMatcher(policy), timeout, adapter_for(policy))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,107 @@
+"""What an upstream adapter decides, as values the proxy acts on.
+
+An adapter never talks to the network itself: it rewrites an outgoing request so it carries the
+upstream's own dedupe key, says how an ``unknown`` outcome can be settled (re-send under the same
+key, read the effect back, or leave it for review) and reads the answer of a read-back. The
+proxy does the sending. The base class is the ``none`` adapter: no native key, review only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from idemproxy.policies.model import AdapterName
+
+JSON_CONTENT_TYPE = "application/json"
+
+
+class Settle(StrEnum):
+    """How an ``unknown`` outcome of a native-key request can be settled without a human."""
+
+    RESEND = "resend"  # the upstream still dedupes the native key: sending again is safe
+    READ_BACK = "read_back"  # ask the upstream whether the effect exists
+    REVIEW = "review"  # nothing proves either way: an operator decides
+
+
+class Found(StrEnum):
+    PRESENT = "present"
+    ABSENT = "absent"
+    UNSURE = "unsure"
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """The request as the upstream gets it; ``native`` says whether it carries a native key."""
+
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+    native: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReadBack:
+    """A read that tells whether an effect exists: ``GET`` of ``path_qs`` below the upstream."""
+
+    path_qs: str
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a read-back found; for ``PRESENT`` the JSON answer a repeat of the effect replays."""
+
+    found: Found
+    body: bytes = b""
+    external_id: str = ""
+
+
+def is_json(content_type: str) -> bool:
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    return media_type == JSON_CONTENT_TYPE or media_type.endswith("+json")
+
+
+def key_digest(effect_key: str) -> bytes:
+    """The bytes every native key is cut from: stable for one effect key, across processes."""
+    return hashlib.sha256(b"idemproxy native key\0" + effect_key.encode()).digest()
+
+
+class Adapter:
+    """The ``none`` adapter, and the defaults every other adapter overrides."""
+
+    name = AdapterName.NONE
+
+    def __init__(self, window_s: int | None = None) -> None:
+        self.window_s = window_s
+
+    def outgoing(self, effect_key: str, body: bytes, content_type: str) -> Outgoing:
+        """The request to send for ``effect_key``: the same bytes for every attempt."""
+        return Outgoing(body)
+
+    def settle(self, age_ms: int) -> Settle:
+        """How an unknown outcome whose first attempt is ``age_ms`` old may be settled."""
+        return Settle.REVIEW
+
+    def within_window(self, age_ms: int) -> bool:
+        """True while the upstream still dedupes a native key first sent ``age_ms`` ago."""
+        return self.window_s is not None and age_ms < self.window_s * 1000
+
+    def read_back(self, path: str, sent: Outgoing) -> ReadBack | None:
+        """The read that shows whether the request ``sent`` to ``path`` took effect."""
+        return None
+
+    def verdict(self, status: int, body: bytes) -> Verdict:
+        """What the read-back's answer says about the effect."""
+        return Verdict(Found.UNSURE)
+
+    def verifies(self, status: int) -> bool:
+        """True when an answer with ``status`` to a native-key request calls for a read-back."""
+        return False
+
+    def rewrites_session(self, path: str) -> bool:
+        """True when the response to ``path`` names an endpoint the client would switch to."""
+        return False
+
+    def rewrite_session(self, body: bytes, proxy_base_url: str) -> bytes:
+        """The response with the endpoints it names pointed back at the proxy."""
+        return body

@@ -1,0 +1,26 @@
+"""Stripe: an ``Idempotency-Key`` derived from the effect key replaces the SDK's random one.
+
+Stripe replays the first answer to any request under a key it has seen in the last 24 hours,
+and runs the request if it never got it, so inside that window a re-send is always safe.
+"""
+
+from __future__ import annotations
+
+from idemproxy.policies.adapters.base import Adapter, Outgoing, Settle, key_digest
+from idemproxy.policies.model import AdapterName
+
+IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
+
+
+def stripe_key(effect_key: str) -> str:
+    return "idemproxy-" + key_digest(effect_key).hex()[:40]
+
+
+class StripeAdapter(Adapter):
+    name = AdapterName.STRIPE
+
+    def outgoing(self, effect_key: str, body: bytes, content_type: str) -> Outgoing:
+        return Outgoing(body, {IDEMPOTENCY_KEY_HEADER: stripe_key(effect_key)}, native=True)
+
+    def settle(self, age_ms: int) -> Settle:
+        return Settle.RESEND if self.within_window(age_ms) else Settle.REVIEW

@@ -1,0 +1,169 @@
+"""Run what an upstream adapter decides: native keys on the way out, settling unknown outcomes.
+
+The adapter (``policies/adapters``) says what to send and how an unknown outcome may be proven;
+this module does the sending and writes the verdict with the store's compare-and-set
+``resolve``, so of two repeats settling the same key only one wins, and the other finds the
+result of the winner when it claims again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import aiohttp
+from aiohttp import ClientResponse, ClientSession, web
+from multidict import CIMultiDict
+from yarl import URL
+
+from idemproxy.policies.adapters.base import Found, Outgoing, Settle, Verdict
+from idemproxy.proxy.forward import UpstreamFailure, exchange
+from idemproxy.proxy.headers import client_response_headers, upstream_request_headers
+from idemproxy.proxy.outcome import Outcome, outcome_headers
+from idemproxy.store.base import Store, StoreError
+from idemproxy.store.records import (
+    EffectRecord,
+    RecordState,
+    Resolution,
+    Settlement,
+    StoredResponse,
+)
+
+if TYPE_CHECKING:
+    from idemproxy.proxy.effects import EffectContext
+
+log = logging.getLogger(__name__)
+
+READ_BACK_MAX_BYTES = 1 << 20
+_JSON_HEADERS = (("Content-Type", "application/json"),)
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciled:
+    """An unknown outcome an adapter settled. ``record`` is the completed effect to replay;
+    None means the key is free (or someone else settled it first): claim again."""
+
+    record: EffectRecord | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Verified:
+    """The answer to a native-key request whose upstream status called for a read-back."""
+
+    response: web.Response
+    outcome: Outcome
+    settlement: Settlement
+
+
+class NativeDedupe:
+    def __init__(self, store: Store, session: ClientSession) -> None:
+        self.store = store
+        self.session = session
+
+    def outgoing(self, ctx: EffectContext) -> Outgoing:
+        """What this attempt sends: the agent's body, rewritten to carry the native key."""
+        if not ctx.route.native_key:
+            return Outgoing(ctx.body)
+        content_type = ctx.request.headers.get("Content-Type", "")
+        return ctx.target.upstream.adapter.outgoing(str(ctx.key), ctx.body, content_type)
+
+    async def reconcile(self, ctx: EffectContext, record: EffectRecord) -> Reconciled | None:
+        """Settle an unknown outcome where the adapter can prove it safe; None: review."""
+        adapter = ctx.target.upstream.adapter
+        sent = self.outgoing(ctx)
+        if not sent.native:
+            return None
+        age_ms = time.time_ns() // 1_000_000 - record.created_ms
+        plan = adapter.settle(age_ms)
+        if plan is Settle.RESEND:
+            reason = f"{adapter.name}: the native key is inside its dedupe window; re-sent under it"
+            return await self._resolve(ctx, Resolution(RecordState.NOT_APPLIED, reason=reason))
+        if plan is Settle.READ_BACK:
+            verdict = await self._read_back(ctx, sent)
+            if verdict.found is Found.PRESENT:
+                response = StoredResponse(200, _JSON_HEADERS, verdict.body)
+                resolution = Resolution(
+                    RecordState.COMPLETED,
+                    response=response,
+                    external_id=verdict.external_id,
+                    reason=f"{adapter.name}: read back, the effect exists",
+                    ttl_s=ctx.route.ttl_s,
+                )
+                return await self._resolve(ctx, resolution)
+            if verdict.found is Found.ABSENT:
+                reason = f"{adapter.name}: read back, the effect does not exist"
+                return await self._resolve(ctx, Resolution(RecordState.NOT_APPLIED, reason=reason))
+        return None
+
+    def verifies(self, ctx: EffectContext, sent: Outgoing, status: int) -> bool:
+        """True when this answer to a native-key request must be checked by a read-back."""
+        return sent.native and ctx.target.upstream.adapter.verifies(status)
+
+    async def verify(self, ctx: EffectContext, sent: Outgoing, answer: ClientResponse) -> Verified:
+        """Read the effect back after an ambiguous answer, and say what the agent gets."""
+        try:
+            body = await answer.read()
+        except (aiohttp.ClientError, TimeoutError):
+            body = b""
+        verdict = await self._read_back(ctx, sent)
+        name = ctx.target.upstream.adapter.name
+        if verdict.found is Found.PRESENT:
+            reason = f"{name}: upstream answered {answer.status}; read back, the effect exists"
+            stored = StoredResponse(200, _JSON_HEADERS, verdict.body)
+            settlement = Settlement(
+                RecordState.COMPLETED,
+                response=stored,
+                external_id=verdict.external_id,
+                reason=reason,
+                ttl_s=ctx.route.ttl_s,
+            )
+            headers: CIMultiDict[str] = CIMultiDict(_JSON_HEADERS)
+            headers["Idempotent-Replayed"] = "true"
+            headers.extend(outcome_headers(Outcome.RECONCILED, str(ctx.key)))
+            response = web.Response(status=200, body=verdict.body, headers=headers)
+            return Verified(response, Outcome.RECONCILED, settlement)
+        state = RecordState.NOT_APPLIED if verdict.found is Found.ABSENT else RecordState.UNKNOWN
+        reason = f"{name}: upstream answered {answer.status}; read back: {verdict.found}"
+        headers = client_response_headers(answer.headers)
+        headers.popall("Content-Length", None)
+        headers.extend(outcome_headers(Outcome.FORWARDED, str(ctx.key)))
+        response = web.Response(status=answer.status, body=body, headers=headers)
+        settlement = Settlement(state, reason=reason, ttl_s=ctx.route.ttl_s)
+        return Verified(response, Outcome.FORWARDED, settlement)
+
+    async def _resolve(self, ctx: EffectContext, resolution: Resolution) -> Reconciled:
+        key = ctx.key.record_key
+        try:
+            result = await self.store.resolve(key, RecordState.UNKNOWN, resolution)
+        except StoreError:
+            log.warning("could not record a reconciliation", extra={"effect_key": str(key)})
+            return Reconciled()
+        if not result.resolved or result.record is None:
+            return Reconciled()  # another repeat settled it first; its result stands
+        log.info(
+            "unknown outcome reconciled",
+            extra={"effect_key": str(key), "state": str(resolution.state)},
+        )
+        completed = result.record.state is RecordState.COMPLETED
+        return Reconciled(result.record if completed else None)
+
+    async def _read_back(self, ctx: EffectContext, sent: Outgoing) -> Verdict:
+        adapter = ctx.target.upstream.adapter
+        probe = adapter.read_back(ctx.target.path, sent)
+        if probe is None:
+            return Verdict(Found.UNSURE)
+        upstream = ctx.target.upstream
+        url = URL(upstream.base_url + probe.path_qs, encoded=True)
+        headers = upstream_request_headers(ctx.request.headers, keep_length=False)
+        for name in ("Content-Type", "Content-Encoding"):
+            headers.popall(name, None)
+        reading = exchange(self.session, "GET", url, headers, None, upstream.timeout)
+        try:
+            async with reading as answer:
+                body = await answer.content.read(READ_BACK_MAX_BYTES)
+                return adapter.verdict(answer.status, body)
+        except (UpstreamFailure, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("read-back failed: %s", exc, extra={"effect_key": str(ctx.key)})
+            return Verdict(Found.UNSURE)
