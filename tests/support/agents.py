@@ -1,0 +1,188 @@
+"""Simulated agents: tool calls sent through idemproxy the way a real agent and its SDK would.
+
+An agent works through batches of tool calls. Sometimes a second worker runs the same batch at
+the same time (an agent restarted while its old instance was still going), and sometimes a
+finished batch is run again whole (a recovery run). Every call carries the batch and tool-call
+headers and a body that never changes between repeats, so every repeat is the same effect.
+
+What an agent does with an answer (:func:`verdict`) is what the SPEC tells it to: retry when
+nothing can have happened or the proxy asks it to come back, stop on an answer, and stop on an
+unknown outcome, which waits for review.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import aiohttp
+import orjson
+
+RETRY_OUTCOMES = frozenset(
+    {"store-unavailable", "shutting-down", "request-in-progress", "upstream-unreachable"}
+)
+UNKNOWN_OUTCOMES = frozenset({"outcome-unknown", "upstream-timeout", "upstream-disconnected"})
+REQUEST_TIMEOUT_S = 15.0
+
+
+class Verdict(StrEnum):
+    DONE = "done"  # the effect's answer: forwarded, replayed or coalesced
+    UNKNOWN = "unknown"  # it may have happened; never re-sent, waits for review
+    RETRY = "retry"  # nothing a retry could repeat happened, or the proxy said come back
+    ANOMALY = "anomaly"  # an answer the proxy should never give here
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    agent: str
+    batch: str
+    call: str
+
+    @property
+    def effect(self) -> str:
+        """The name the upstream's ledger knows this effect by."""
+        return f"{self.agent}/{self.batch}/{self.call}"
+
+    def headers(self) -> dict[str, str]:
+        return {
+            "Idem-Agent": self.agent,
+            "Idem-Batch": self.batch,
+            "Idem-Tool-Call": self.call,
+            "Content-Type": "application/json",
+        }
+
+    def body(self) -> bytes:
+        return orjson.dumps({"effect": self.effect, "text": f"result of {self.call}"})
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    outcome: str  # Idem-Outcome, or "connection-error" when no answer came
+    effect_key: str  # Idem-Key: "<agent>/<effect id>"
+    upstream_id: int | None  # the upstream's id of the application, on a 200
+
+    @property
+    def verdict(self) -> Verdict:
+        return verdict(self.status, self.outcome)
+
+
+def verdict(status: int, outcome: str) -> Verdict:
+    if status == 200:
+        return Verdict.DONE
+    if outcome in RETRY_OUTCOMES or outcome == "connection-error":
+        return Verdict.RETRY
+    if outcome == "forwarded" and status == 429:
+        return Verdict.RETRY  # the upstream did not act and the proxy freed the key
+    if outcome in UNKNOWN_OUTCOMES or (outcome == "forwarded" and status in (500, 503)):
+        return Verdict.UNKNOWN
+    return Verdict.ANOMALY
+
+
+async def send(session: aiohttp.ClientSession, proxy_url: str, call: ToolCall) -> Answer:
+    try:
+        async with session.post(
+            f"{proxy_url}/up/effects",
+            data=call.body(),
+            headers=call.headers(),
+            timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S),
+        ) as response:
+            body = await response.read()
+            upstream_id = None
+            if response.status == 200:
+                upstream_id = int(orjson.loads(body)["id"])
+            return Answer(
+                response.status,
+                response.headers.get("Idem-Outcome", ""),
+                response.headers.get("Idem-Key", ""),
+                upstream_id,
+            )
+    except (aiohttp.ClientError, TimeoutError):
+        return Answer(0, "connection-error", "", None)
+
+
+@dataclass
+class Journal:
+    """Every answer every agent got, and the request budget they share."""
+
+    budget: int
+    sent: int = 0
+    answers: dict[ToolCall, list[Answer]] = field(default_factory=dict)
+    outcomes: Counter[str] = field(default_factory=Counter)
+    calls: list[ToolCall] = field(default_factory=list)
+    spent: asyncio.Event = field(default_factory=asyncio.Event)  # set once the budget is used
+
+    def note(self, call: ToolCall, answer: Answer) -> None:
+        self.answers.setdefault(call, []).append(answer)
+        self.outcomes[f"{answer.status} {answer.outcome}"] += 1
+        if self.exhausted:
+            self.spent.set()
+
+    @property
+    def exhausted(self) -> bool:
+        return self.sent >= self.budget
+
+
+@dataclass(frozen=True)
+class AgentPlan:
+    calls_per_batch: int = 4
+    overlap_rate: float = 0.3  # a second worker runs the same batch concurrently
+    rerun_rate: float = 0.2  # a finished batch is run again whole, as a recovery run would
+    max_tries: int = 12
+    backoff_s: float = 0.1
+    think_s: float = 0.05  # most an agent pauses between two tool calls
+
+
+class Agent:
+    def __init__(
+        self,
+        name: str,
+        plan: AgentPlan,
+        journal: Journal,
+        session: aiohttp.ClientSession,
+        pick_proxy: Callable[[], str],
+        seed: int,
+    ) -> None:
+        self.name = name
+        self.plan = plan
+        self.journal = journal
+        self.session = session
+        self.pick_proxy = pick_proxy
+        self.rng = random.Random(seed)
+        self.batches: list[list[ToolCall]] = []
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set() and not self.journal.exhausted:
+            batch_name = f"b{len(self.batches)}"
+            batch = [
+                ToolCall(self.name, batch_name, f"c{i}") for i in range(self.plan.calls_per_batch)
+            ]
+            self.batches.append(batch)
+            self.journal.calls.extend(batch)
+            workers = [self.work(batch)]
+            if self.rng.random() < self.plan.overlap_rate:
+                workers.append(self.work(self.rng.sample(batch, len(batch))))
+            await asyncio.gather(*workers)
+            if self.rng.random() < self.plan.rerun_rate:
+                await self.work(self.rng.choice(self.batches))
+
+    async def work(self, calls: Sequence[ToolCall]) -> None:
+        for call in calls:
+            await self.call(call)
+            await asyncio.sleep(self.rng.uniform(0, self.plan.think_s))
+
+    async def call(self, call: ToolCall) -> Answer:
+        """Send until the answer is final, as an agent's SDK retry loop would."""
+        answer = Answer(0, "never-sent", "", None)
+        for attempt in range(self.plan.max_tries):
+            self.journal.sent += 1
+            answer = await send(self.session, self.pick_proxy(), call)
+            self.journal.note(call, answer)
+            if answer.verdict is not Verdict.RETRY:
+                return answer
+            await asyncio.sleep(self.plan.backoff_s * (1 + attempt) * self.rng.random())
+        return answer

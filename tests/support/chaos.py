@@ -1,0 +1,177 @@
+"""The chaos scenario runner: agents, faults, a final recovery run, then the audit.
+
+A run is bounded twice, by time and by request count. Its phases:
+
+1. traffic: agents send overlapping batches through the proxies while the upstream draws its
+   faults and the injector kills, pauses and stops proxies and Redis;
+2. calm: faults stop, every process runs again, hung upstream requests end and every lease
+   taken before the calm runs out;
+3. recovery: every tool call ever sent is repeated once more to its final answer, as an
+   agent's recovery run would, which is also what turns a dead holder's record ``unknown``;
+4. audit (:mod:`tests.support.audit`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+
+from idemproxy.store.factory import open_store
+from tests.support.agents import Agent, AgentPlan, Answer, Journal, ToolCall
+from tests.support.audit import AuditReport, audit
+from tests.support.faults import FaultInjector, FaultPlan
+from tests.support.fleet import ChaosUpstream, DurableRedis, FleetProxy, write_proxy_config
+from tests.support.processes import Process, running
+
+LEASE_MS = 1000
+COALESCE_WAIT_MS = 1500
+READ_TIMEOUT_S = 1.0
+FINAL_TRIES = 40
+FINAL_CONCURRENCY = 16
+
+
+@dataclass(frozen=True)
+class ChaosProfile:
+    name: str
+    duration_s: float
+    request_budget: int
+    agents: int
+    proxies: int
+    agent_plan: AgentPlan
+    fault_plan: FaultPlan
+    upstream_rates: dict[str, float]
+    hang_s: float = 2.0  # longer than READ_TIMEOUT_S: a hang always ends as a timeout
+    seed: int = field(default_factory=lambda: int(os.environ.get("IDEMPROXY_CHAOS_SEED", "0")))
+
+
+@dataclass
+class Fleet:
+    upstream: ChaosUpstream
+    proxies: list[FleetProxy]
+    redis: DurableRedis | None
+    store_url: str
+
+
+@contextlib.contextmanager
+def fleet(
+    workdir: Path,
+    proxies: int,
+    *,
+    store_url: str | None = None,
+    redis: DurableRedis | None = None,
+) -> Iterator[Fleet]:
+    """Start the upstream, Redis (if given) and ``proxies`` proxies; stop them all after.
+
+    Without ``store_url`` the store is ``redis``'s, or else one SQLite file for all proxies.
+    """
+    upstream = ChaosUpstream(workdir)
+    if store_url is None:
+        store_url = redis.url if redis else f"sqlite:///{workdir / 'effects.db'}"
+    config = write_proxy_config(
+        workdir / "idemproxy.yaml",
+        upstream.url,
+        lease_ms=LEASE_MS,
+        coalesce_wait_ms=COALESCE_WAIT_MS,
+        read_timeout_s=READ_TIMEOUT_S,
+    )
+    served = [
+        FleetProxy(workdir, i, "--config", str(config), "--store", store_url)
+        for i in range(proxies)
+    ]
+    processes: list[Process] = [upstream, *([redis] if redis else []), *served]
+    with running(*processes):
+        yield Fleet(upstream, served, redis, store_url)
+
+
+@dataclass
+class ChaosResult:
+    report: AuditReport
+    figures: dict[str, object]
+
+
+async def run_chaos(fleet: Fleet, profile: ChaosProfile) -> ChaosResult:
+    started = time.monotonic()
+    rng = random.Random(profile.seed)
+    fleet.upstream.set_faults(profile.upstream_rates, profile.hang_s, profile.seed)
+    journal = Journal(budget=profile.request_budget)
+    injector = FaultInjector(profile.fault_plan, fleet.proxies, fleet.redis, profile.seed)
+    urls = [proxy.url for proxy in fleet.proxies]
+    connector = aiohttp.TCPConnector(limit=0, force_close=True)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        agents = [
+            Agent(f"a{i}", profile.agent_plan, journal, session, lambda: rng.choice(urls), i)
+            for i in range(profile.agents)
+        ]
+        await _traffic(profile, agents, injector, journal)
+        await _calm(fleet, injector, profile)
+        final = await _recover(agents[0], journal)
+    ledger = fleet.upstream.ledger()
+    store = open_store(fleet.store_url)
+    try:
+        report = await audit(store, journal, final, ledger)
+    finally:
+        await store.close()
+    figures: dict[str, object] = {
+        "profile": profile.name,
+        "store": fleet.store_url.partition("://")[0],
+        "proxies": len(fleet.proxies),
+        "agents": profile.agents,
+        "requests": journal.sent,
+        "effects": report.effects,
+        "applied_at_upstream": report.applied,
+        "final_states": dict(sorted(report.states.items())),
+        "faults_injected": dict(sorted((injector.injected + Counter(ledger.faults)).items())),
+        "late_writes_fenced": sum(p.output().count("late write dropped") for p in fleet.proxies),
+        "duplicates_found": len(report.duplicates),
+        "violations": len(report.violations),
+        "elapsed_s": round(time.monotonic() - started, 1),
+    }
+    return ChaosResult(report, figures)
+
+
+async def _traffic(
+    profile: ChaosProfile, agents: list[Agent], injector: FaultInjector, journal: Journal
+) -> None:
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(agent.run(stop)) for agent in agents]
+    faults = asyncio.create_task(injector.run(stop))
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(journal.spent.wait(), profile.duration_s)
+    stop.set()
+    await asyncio.gather(*tasks, faults)
+
+
+async def _calm(fleet: Fleet, injector: FaultInjector, profile: ChaosProfile) -> None:
+    await injector.restore()
+    fleet.upstream.set_faults({})
+    await asyncio.to_thread(fleet.upstream.wait_idle, profile.hang_s + 5)
+    # A lease taken just before the calm may still run; it must expire before the audit.
+    await asyncio.sleep(LEASE_MS / 1000 + 0.3)
+
+
+async def _recover(agent: Agent, journal: Journal) -> dict[ToolCall, Answer]:
+    """Repeat every tool call once more, as a recovery run would, to its final answer."""
+    patient = Agent(
+        "recovery",
+        AgentPlan(max_tries=FINAL_TRIES, backoff_s=0.2),
+        journal,
+        agent.session,
+        agent.pick_proxy,
+        seed=-1,
+    )
+    limit = asyncio.Semaphore(FINAL_CONCURRENCY)
+
+    async def repeat(call: ToolCall) -> tuple[ToolCall, Answer]:
+        async with limit:
+            return call, await patient.call(call)
+
+    return dict(await asyncio.gather(*(repeat(call) for call in dict.fromkeys(journal.calls))))

@@ -1,0 +1,128 @@
+"""The processes of a chaos run: proxies, a durable Redis and the ledger-keeping upstream."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tests.support.processes import (
+    Process,
+    RedisServer,
+    ServedProxy,
+    free_port,
+    http_get,
+    wait_for_port,
+)
+
+
+class ChaosUpstream(Process):
+    """``tests.support.chaos_upstream`` as a process, with its fault switch and its ledger."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.port = free_port()
+        args = [sys.executable, "-m", "tests.support.chaos_upstream", str(self.port)]
+        super().__init__("chaos-upstream", args, log_dir, dict(os.environ))
+
+    def start(self) -> None:
+        super().start()
+        wait_for_port(self.port)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def set_faults(self, rates: dict[str, float], hang_s: float = 3.0, seed: int = 0) -> None:
+        body = orjson.dumps({"rates": rates, "hang_s": hang_s, "seed": seed})
+        request = urllib.request.Request(f"{self.url}/_faults", data=body, method="PUT")
+        with urllib.request.urlopen(request, timeout=5) as response:
+            assert response.status == 200
+
+    def wait_idle(self, timeout_s: float) -> None:
+        """Until no hung request is still held, or ``timeout_s`` passed."""
+        deadline = time.monotonic() + timeout_s
+        while self.ledger().open and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    def ledger(self) -> UpstreamLedger:
+        status, body = http_get(f"{self.url}/_ledger", timeout_s=30)
+        assert status == 200, body
+        document: dict[str, Any] = orjson.loads(body)
+        return UpstreamLedger(
+            applied=document["applied"],
+            received=document["received"],
+            faults=document["faults"],
+            open=document["open"],
+        )
+
+
+@dataclass(frozen=True)
+class UpstreamLedger:
+    applied: dict[str, list[int]]  # effect name -> the id of each time it was applied
+    received: dict[str, int]
+    faults: dict[str, int]
+    open: int  # requests the upstream is still holding (hangs)
+
+    def duplicates(self) -> dict[str, list[int]]:
+        return {effect: ids for effect, ids in self.applied.items() if len(ids) > 1}
+
+
+class DurableRedis(RedisServer):
+    """A private redis-server that fsyncs its append-only file on every write.
+
+    That is the durability idemproxy needs from Redis: a completed record acknowledged to an
+    agent must survive the server being killed, or a repeat would be forwarded again.
+    """
+
+    def __init__(self, log_dir: Path, port: int | None = None) -> None:
+        super().__init__(log_dir, port)
+        self.args[self.args.index("--appendonly") + 1] = "yes"
+        self.args += ["--appendfsync", "always"]
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class FleetProxy(ServedProxy):
+    """One of several ``idemproxy serve`` processes of a run, each with its own log file."""
+
+    def __init__(self, log_dir: Path, index: int, *args: str) -> None:
+        super().__init__(log_dir, *args)
+        self.name = f"proxy-{index}"
+        self.log_path = log_dir / f"{self.name}.log"
+        self.paused = False
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def pause(self) -> None:
+        """SIGSTOP: the process holds its connections and leases but does nothing at all."""
+        self.signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        self.signal(signal.SIGCONT)
+        self.paused = False
+
+
+def write_proxy_config(
+    path: Path, upstream_url: str, *, lease_ms: int, coalesce_wait_ms: int, read_timeout_s: float
+) -> Path:
+    """A config with one upstream ``up`` whose every POST is an external effect."""
+    policy = path.with_name(path.stem + "-policy.yaml")
+    policy.write_text(
+        "name: chaos\nroutes: []\n"
+        f"default: {{name: write, lease_ms: {lease_ms}, coalesce_wait_ms: {coalesce_wait_ms}}}\n"
+    )
+    upstream = f"url: '{upstream_url}/api', policy: '{policy}', read_timeout_s: {read_timeout_s}"
+    path.write_text(f"upstreams:\n  up: {{{upstream}}}\nshutdown_timeout_s: 2\n")
+    return path
