@@ -10,7 +10,6 @@ from typing import Any
 
 import fakeredis
 import pytest
-import redis
 from redis.crc import key_slot
 
 from idemproxy.store import layout
@@ -19,6 +18,7 @@ from idemproxy.store.records import RecordKey, RecordState
 from idemproxy.store.redis_store import RedisStore
 from tests.store.conftest import RedisServer, free_port
 from tests.store.test_contract import HOSTILE_SUFFIXES, claim_request, completed
+from tests.support.cluster import create_cluster
 
 
 class CountingRedis(fakeredis.FakeAsyncRedis):
@@ -174,33 +174,6 @@ async def test_scripts_run_on_redis_cluster(tmp_path: Path) -> None:
     finally:
         for node in nodes:
             node.stop()
-
-
-def create_cluster(ports: list[int]) -> None:
-    addresses = [f"127.0.0.1:{port}" for port in ports]
-    subprocess.run(
-        [
-            "redis-cli",
-            "--cluster",
-            "create",
-            *addresses,
-            "--cluster-replicas",
-            "0",
-            "--cluster-yes",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=30,
-    )
-    deadline = time.monotonic() + 20
-    for port in ports:
-        client = redis.Redis(port=port)
-        try:
-            while client.cluster("info").get("cluster_state") != "ok":
-                assert time.monotonic() < deadline, "the test cluster did not come up"
-                time.sleep(0.1)
-        finally:
-            client.close()
 
 
 @pytest.fixture
