@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
@@ -24,6 +24,10 @@ from redis.exceptions import ConnectionError
 
 CONNECT_TIMEOUT_S = 1.0
 OPERATION_TIMEOUT_S = 2.0
+# Every concurrent command holds one pooled connection for a round trip of well under a
+# millisecond, so this many serve thousands of requests in flight; past it a command waits for a
+# free connection (up to OPERATION_TIMEOUT_S) instead of failing as "Too many connections".
+POOL_CONNECTIONS = 100
 SENTINEL_PORT = 26379
 REDIS_PORT = 6379
 
@@ -49,7 +53,10 @@ def clients_from_url(url: str) -> tuple[Redis | RedisCluster, list[Redis]]:
     """
     scheme = url.partition("://")[0].lower()
     if scheme in ("redis", "rediss"):
-        return Redis.from_url(url, **client_options()), []
+        pool = BlockingConnectionPool.from_url(
+            url, max_connections=POOL_CONNECTIONS, timeout=OPERATION_TIMEOUT_S, **client_options()
+        )
+        return Redis.from_pool(pool), []
     if scheme == "redis+sentinel":
         return _sentinel_clients(url)
     if scheme == "redis+cluster":
