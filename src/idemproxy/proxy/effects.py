@@ -240,20 +240,31 @@ class EffectFlow:
 
     @contextlib.asynccontextmanager
     async def _lease_kept(self, key: RecordKey, fence: int, lease_ms: int) -> AsyncIterator[None]:
-        """Renew the lease while a long attempt (an LLM stream) is still running."""
+        """Renew the lease while a long attempt (an LLM stream) is still running.
+
+        Most attempts end well inside a third of their lease, so the renewing task starts only
+        once an attempt has run that long: a plain timer costs far less than a task each.
+        """
+        period_s = lease_ms / 3000
 
         async def renew_forever() -> None:
             while True:
-                await asyncio.sleep(lease_ms / 3000)
                 with contextlib.suppress(StoreError):
                     if not await self.store.renew(key, fence, lease_ms):
                         return
+                await asyncio.sleep(period_s)
 
-        renewer = asyncio.create_task(renew_forever())
+        loop = asyncio.get_running_loop()
+        renewers: list[asyncio.Task[None]] = []
+        timer = loop.call_later(
+            period_s, lambda: renewers.append(loop.create_task(renew_forever()))
+        )
         try:
             yield
         finally:
-            renewer.cancel()
+            timer.cancel()
+            for renewer in renewers:
+                renewer.cancel()
 
 
 def store_unavailable() -> RequestRefused:

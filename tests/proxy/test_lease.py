@@ -1,0 +1,38 @@
+"""An attempt that outlives its lease (a long LLM stream) keeps renewing it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from idemproxy.store.memory import MemoryStore
+from idemproxy.store.records import RecordKey, RecordState
+from tests.proxy.conftest import ProxyFactory
+from tests.proxy.test_effects import TOOL_CALL, write_policy
+from tests.support.upstream import EffectLog
+
+LEASE_MS = 150
+
+
+async def test_a_long_attempt_keeps_its_lease_until_it_settles(
+    make_proxy: ProxyFactory, effects: EffectLog, tmp_path: Path
+) -> None:
+    store = MemoryStore()
+    policy = write_policy(tmp_path, f"lease_ms: {LEASE_MS}")
+    client, _ = await make_proxy(store=store, policy=policy)
+    headers = {**TOOL_CALL, "Idem-Step": "only"}
+    attempt = asyncio.create_task(client.post("/up/slow?ms=900", data=b"{}", headers=headers))
+    key = RecordKey("default", "tc:batch-1:call-1:s-only")
+    for _ in range(4):  # well past the lease several times over
+        await asyncio.sleep(LEASE_MS / 1000)
+        record = await store.get(key)
+        assert record is not None
+        assert record.state is RecordState.IN_FLIGHT
+        assert record.lease_expires_ms > time.time_ns() // 1_000_000
+    response = await attempt
+    assert response.status == 200
+    record = await store.get(key)
+    assert record is not None
+    assert record.state is RecordState.COMPLETED
+    assert effects.count("/slow") == 1
