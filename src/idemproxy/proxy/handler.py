@@ -26,11 +26,17 @@ from idemproxy.metrics import Metrics
 from idemproxy.policies.model import EffectClass, Route
 from idemproxy.proxy.attempts import Attempts
 from idemproxy.proxy.effects import EffectContext, EffectFlow
-from idemproxy.proxy.forward import UpstreamFailure, exchange
+from idemproxy.proxy.endpoints import (
+    ask_identity_encoding,
+    rewrites_endpoints,
+    rewritten_response,
+)
+from idemproxy.proxy.forward import UpstreamFailure
 from idemproxy.proxy.headers import client_response_headers, upstream_request_headers
 from idemproxy.proxy.outcome import Outcome, outcome_headers
 from idemproxy.proxy.problems import problem_response
 from idemproxy.proxy.relay import relay
+from idemproxy.proxy.retry import exchange_retried
 from idemproxy.proxy.upstreams import Target, Upstream, resolve_target
 from idemproxy.store.base import Store
 
@@ -133,7 +139,7 @@ class ProxyHandler:
         state = self.state
         headers = key_headers(request)
         if route.effect is EffectClass.SAFE:
-            response = await self._forward_unrecorded(request, target, streamed=True)
+            response = await self._forward_unrecorded(request, target, route, streamed=True)
             return response, Outcome.FORWARDED, None
         if state.draining:
             raise RequestRefused(
@@ -155,7 +161,9 @@ class ProxyHandler:
         )
         key = resolve_effect_key(headers, route, agent, request_fingerprint, time.time())
         if key is None:
-            response = await self._forward_unrecorded(request, target, streamed=False, body=body)
+            response = await self._forward_unrecorded(
+                request, target, route, streamed=False, body=body
+            )
             return response, Outcome.PASSTHROUGH, None
         assert state.flow is not None
         context = EffectContext(request, target, route, key, body, request_fingerprint)
@@ -167,21 +175,36 @@ class ProxyHandler:
         return response, outcome, str(key)
 
     async def _forward_unrecorded(
-        self, request: web.Request, target: Target, *, streamed: bool, body: bytes | None = None
+        self,
+        request: web.Request,
+        target: Target,
+        route: Route,
+        *,
+        streamed: bool,
+        body: bytes | None = None,
     ) -> web.StreamResponse:
-        """Forward without a record: reads, and effects a route lets through unprotected."""
+        """Forward without a record: reads (retried per the route), and effects a route lets
+        through unprotected."""
         assert self.state.session is not None
+        if route.retry is not None and streamed:
+            # A request that may be sent again is read first; safe routes are small reads.
+            body = await read_body(request, route.max_body_bytes) if request.body_exists else None
+            streamed = False
         headers = upstream_request_headers(request.headers, keep_length=streamed)
+        rewriting = rewrites_endpoints(target)
+        if rewriting:
+            ask_identity_encoding(headers)
         payload = (request.content if request.body_exists else None) if streamed else body
         started = time.perf_counter()
         try:
-            sending = exchange(
+            sending = exchange_retried(
                 self.state.session,
                 request.method,
                 target.url,
                 headers,
                 payload,
                 target.upstream.timeout,
+                route.retry,
             )
             async with sending as answer:
                 self.state.metrics.upstream_request_duration.labels(target.upstream.name).observe(
@@ -189,6 +212,8 @@ class ProxyHandler:
                 )
                 client_headers = client_response_headers(answer.headers)
                 client_headers.extend(outcome_headers(Outcome.FORWARDED, None))
+                if rewriting:
+                    return await rewritten_response(request, target, answer, client_headers)
                 response, _ = await relay(request, answer, client_headers, capture_limit=None)
                 return response
         except UpstreamFailure as failure:
