@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from idemproxy import __version__
-from idemproxy.cli import serve
+from idemproxy.cli import policies, serve
 from idemproxy.errors import ConfigError
 
 EXIT_CONFIG = 2
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"idemproxy {__version__}")
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     serve.register(verbs)
+    policies.register(verbs)
     return parser
 
 

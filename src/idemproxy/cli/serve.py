@@ -10,6 +10,7 @@ from typing import Any
 from idemproxy.config import LoadedConfig, load_config
 from idemproxy.errors import ConfigError
 from idemproxy.logs import configure_logging
+from idemproxy.policies.catalog import effect_counts
 
 
 def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
@@ -52,7 +53,10 @@ def _check_config(args: argparse.Namespace) -> int:
     loaded = _load(args)
     for name, policy in loaded.policies.items():
         url = loaded.config.upstreams[name].url
-        print(f"upstream {name}: {url} policy {policy.name} ({len(policy.routes) + 1} routes)")
+        print(
+            f"upstream {name}: {url} policy {policy.name} (adapter {policy.adapter};"
+            f" {len(policy.routes) + 1} routes: {effect_counts(policy)})"
+        )
     print(f"{args.config or 'configuration'}: OK")
     return 0
 

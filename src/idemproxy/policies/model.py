@@ -17,12 +17,18 @@ from idemproxy.policies.templates import methods_cover, template_covers
 
 
 class EffectClass(StrEnum):
+    """safe: reads, forwarded as they come; external: done exactly once through the ledger;
+    generation: LLM output, recorded and replayed, and retried when it failed."""
+
     SAFE = "safe"
     EXTERNAL = "external"
     GENERATION = "generation"
 
 
 class OnMissingKey(StrEnum):
+    """What an effect request without any key gets: refused, forwarded unprotected, or keyed by
+    its content within ``content_window_s``."""
+
     REJECT = "reject"
     PASSTHROUGH = "passthrough"
     CONTENT = "content"
@@ -117,6 +123,8 @@ class Match(Frozen):
 
 
 class Route(Frozen):
+    """Which requests of the upstream a rule takes, and how their effects are protected."""
+
     name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=64)]
     match: Match = Match()
     effect: EffectClass = EffectClass.EXTERNAL
