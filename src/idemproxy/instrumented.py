@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from idemproxy.metrics import Metrics
 from idemproxy.store.base import Store, StoreError
+from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 from idemproxy.store.records import (
     ClaimRequest,
     ClaimResult,
@@ -40,6 +41,12 @@ class InstrumentedStore:
                 "list_unknown",
                 "batch",
                 "events",
+                "count_events",
+                "list_agents",
+                "sweep",
+                "cursor",
+                "audit",
+                "archive",
             )
         }
 
@@ -63,9 +70,15 @@ class InstrumentedStore:
         return await self._timed("settle", lambda: self.inner.settle(key, fence, settlement))
 
     async def resolve(
-        self, key: RecordKey, expected: RecordState, resolution: Resolution
+        self,
+        key: RecordKey,
+        expected: RecordState,
+        resolution: Resolution,
+        audit: AuditEntry | None = None,
     ) -> ResolveResult:
-        return await self._timed("resolve", lambda: self.inner.resolve(key, expected, resolution))
+        return await self._timed(
+            "resolve", lambda: self.inner.resolve(key, expected, resolution, audit)
+        )
 
     async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
         return await self._timed("renew", lambda: self.inner.renew(key, fence, lease_ms))
@@ -83,6 +96,44 @@ class InstrumentedStore:
         self, agent: str, after: str | None = None, limit: int = 100
     ) -> list[EffectEvent]:
         return await self._timed("events", lambda: self.inner.read_events(agent, after, limit))
+
+    async def count_events(self, agent: str, after: str | None = None, cap: int = 10_000) -> int:
+        return await self._timed("count_events", lambda: self.inner.count_events(agent, after, cap))
+
+    async def list_agents(self) -> list[str]:
+        return await self._timed("list_agents", self.inner.list_agents)
+
+    async def sweep_expired(self, agent: str, limit: int = 100) -> list[EffectRecord]:
+        return await self._timed("sweep", lambda: self.inner.sweep_expired(agent, limit))
+
+    async def read_cursor(self, agent: str) -> DeliveryCursor:
+        return await self._timed("cursor", lambda: self.inner.read_cursor(agent))
+
+    async def write_cursor(
+        self, agent: str, cursor: DeliveryCursor, audit: AuditEntry | None = None
+    ) -> DeliveryCursor | None:
+        return await self._timed("cursor", lambda: self.inner.write_cursor(agent, cursor, audit))
+
+    async def append_audit(self, entry: AuditEntry) -> AuditEntry:
+        return await self._timed("audit", lambda: self.inner.append_audit(entry))
+
+    async def read_audit(self, agent: str, limit: int = 100) -> list[AuditEntry]:
+        return await self._timed("audit", lambda: self.inner.read_audit(agent, limit))
+
+    async def clear_batch(
+        self,
+        agent: str,
+        batch: str,
+        freed: Sequence[FreedRecord],
+        archive: bytes | None,
+        audit: AuditEntry,
+    ) -> list[str]:
+        return await self._timed(
+            "archive", lambda: self.inner.clear_batch(agent, batch, freed, archive, audit)
+        )
+
+    async def read_archive(self, agent: str, batch: str) -> bytes | None:
+        return await self._timed("archive", lambda: self.inner.read_archive(agent, batch))
 
     async def close(self) -> None:
         await self.inner.close()

@@ -12,8 +12,10 @@ boundary into this tree, chained with ``from``::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
+from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 from idemproxy.store.records import (
     ClaimRequest,
     ClaimResult,
@@ -77,14 +79,18 @@ class Store(Protocol):
         ...
 
     async def resolve(
-        self, key: RecordKey, expected: RecordState, resolution: Resolution
+        self,
+        key: RecordKey,
+        expected: RecordState,
+        resolution: Resolution,
+        audit: AuditEntry | None = None,
     ) -> ResolveResult:
         """Compare-and-set: move the record from ``expected`` to ``resolution.state``.
 
         Refused (``resolved=False``, nothing changed) when there is no record or its state is
         not ``expected``. On success the fence grows by one, so a late settle from an attempt
         that still thinks it holds the key is dropped; the record leaves the review queue, lives
-        ``resolution.ttl_s`` and emits ``effect.resolved``.
+        ``resolution.ttl_s``, emits ``effect.resolved`` and, in the same step, appends ``audit``.
         """
         ...
 
@@ -108,6 +114,63 @@ class Store(Protocol):
         self, agent: str, after: str | None = None, limit: int = 100
     ) -> list[EffectEvent]:
         """Outbox events of one agent, oldest first, strictly after the event id ``after``."""
+        ...
+
+    async def count_events(self, agent: str, after: str | None = None, cap: int = 10_000) -> int:
+        """How many events of the agent come after ``after``, counting no further than ``cap``."""
+        ...
+
+    async def list_agents(self) -> list[str]:
+        """Every agent the store holds live records, events or audit entries of, sorted."""
+        ...
+
+    async def sweep_expired(self, agent: str, limit: int = 100) -> list[EffectRecord]:
+        """Turn ``in_flight`` records whose lease ran out ``unknown``, as a claim would.
+
+        Each emits ``effect.unknown`` and joins the review queue, so a proxy that died holding a
+        request shows up there without waiting for the agent to repeat it. Returns them.
+        """
+        ...
+
+    async def read_cursor(self, agent: str) -> DeliveryCursor:
+        """The agent's delivery cursor; a fresh one (``version`` 0) if none was written."""
+        ...
+
+    async def write_cursor(
+        self, agent: str, cursor: DeliveryCursor, audit: AuditEntry | None = None
+    ) -> DeliveryCursor | None:
+        """Compare-and-set: store ``cursor`` if the stored version is still ``cursor.version``.
+
+        Returns the cursor as written (version one higher), or None when someone else wrote
+        meanwhile (nothing changed). ``audit`` is appended in the same step.
+        """
+        ...
+
+    async def append_audit(self, entry: AuditEntry) -> AuditEntry:
+        """Append to the agent's audit log; returns the entry with its id and time."""
+        ...
+
+    async def read_audit(self, agent: str, limit: int = 100) -> list[AuditEntry]:
+        """The agent's newest ``limit`` audit entries, oldest first."""
+        ...
+
+    async def clear_batch(
+        self,
+        agent: str,
+        batch: str,
+        freed: Sequence[FreedRecord],
+        archive: bytes | None,
+        audit: AuditEntry,
+    ) -> list[str]:
+        """In one step: delete each listed record that is still ``not_applied`` at its fence,
+        keep ``archive`` (if given) as the batch's archive, and append ``audit``.
+
+        Returns the effect ids deleted. Records in any other state are never touched.
+        """
+        ...
+
+    async def read_archive(self, agent: str, batch: str) -> bytes | None:
+        """The archive kept by :meth:`clear_batch` for the batch, if any."""
         ...
 
     async def close(self) -> None:

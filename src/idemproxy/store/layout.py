@@ -7,6 +7,14 @@ slot and the same layout works on Redis Cluster::
     idem:{A}:outbox          stream  the agent's events; the stream id is the event id
     idem:{A}:unknown         zset    effect ids awaiting review, scored by updated ms
     idem:{A}:b:<batch>       set     effect ids claimed under one batch
+    idem:{A}:leases          zset    effect ids in flight, scored by lease expiry ms (the sweep)
+    idem:{A}:cursor          hash    where delivery to the recovery controller stands
+    idem:{A}:audit           stream  operator actions (resolutions, recoveries, retries)
+    idem:{A}:archive:<batch> string  an abandoned batch's records as they stood
+    idem:agents              zset    every agent id, scored by when a proxy last saw it
+
+``idem:agents`` is the one key outside any agent's slot; it is written by a plain ZADD of its
+own, never from a script, so it works on Redis Cluster too.
 
 Agent, effect and batch ids come from request headers, so each is percent-encoded with every
 character outside ``A-Za-z0-9_.-~`` escaped (``{``, ``}``, ``:`` and ``%`` included). The
@@ -80,6 +88,29 @@ def unknown_key(agent: str) -> str:
 def batch_key(agent: str, batch: str) -> str:
     """The set of effect ids claimed under ``batch``."""
     return f"{PREFIX}:{agent_tag(agent)}:b:{encode_id(batch)}"
+
+
+def leases_key(agent: str) -> str:
+    """In-flight effect ids scored by lease expiry, so expired leases are found without a scan."""
+    return f"{PREFIX}:{agent_tag(agent)}:leases"
+
+
+def cursor_key(agent: str) -> str:
+    """The agent's delivery cursor."""
+    return f"{PREFIX}:{agent_tag(agent)}:cursor"
+
+
+def audit_key(agent: str) -> str:
+    """The stream of the agent's audit entries."""
+    return f"{PREFIX}:{agent_tag(agent)}:audit"
+
+
+def archive_key(agent: str, batch: str) -> str:
+    """The archive of an abandoned batch."""
+    return f"{PREFIX}:{agent_tag(agent)}:archive:{encode_id(batch)}"
+
+
+AGENTS_KEY = f"{PREFIX}:agents"
 
 
 def dump_headers(headers: tuple[tuple[str, str], ...]) -> bytes:

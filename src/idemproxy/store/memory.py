@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 from idemproxy.store.records import (
     ClaimRequest,
     ClaimResult,
@@ -19,9 +20,18 @@ from idemproxy.store.records import (
     Settlement,
 )
 
+EXPIRED_LEASE_REASON = "lease expired: the proxy holding this request stopped"
+
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def lease_lapsed(record: EffectRecord, now_ms: int) -> EffectRecord:
+    """``record``, whose holder let its lease run out, as it stands once that is noticed."""
+    return dataclasses.replace(
+        record, state=RecordState.UNKNOWN, updated_ms=now_ms, reason=EXPIRED_LEASE_REASON
+    )
 
 
 def resolved_record(record: EffectRecord, resolution: Resolution, now_ms: int) -> EffectRecord:
@@ -46,6 +56,9 @@ class MemoryStore:
         self._records: dict[RecordKey, tuple[EffectRecord, int]] = {}  # record, expires_ms
         self._events: dict[str, list[EffectEvent]] = {}
         self._next_event = 0
+        self._cursors: dict[str, DeliveryCursor] = {}
+        self._audit: dict[str, list[AuditEntry]] = {}
+        self._archives: dict[tuple[str, str], bytes] = {}
 
     async def ping(self) -> None:
         return None
@@ -84,14 +97,7 @@ class MemoryStore:
         record = self._live(request.key, now_ms)
         if record is not None:
             if record.state is RecordState.IN_FLIGHT and record.lease_expires_ms <= now_ms:
-                record = dataclasses.replace(
-                    record,
-                    state=RecordState.UNKNOWN,
-                    updated_ms=now_ms,
-                    reason="lease expired: the proxy holding this request stopped",
-                )
-                self._records[request.key] = (record, self._records[request.key][1])
-                self._emit(record, EventType.UNKNOWN, now_ms)
+                record = self._lapse(record, now_ms)
                 return ClaimResult(claimed=False, fence=record.fence, record=record)
             reclaimable = (
                 record.state is RecordState.NOT_APPLIED
@@ -120,6 +126,12 @@ class MemoryStore:
         self._records[request.key] = (claimed, now_ms + request.ttl_s * 1000)
         return ClaimResult(claimed=True, fence=fence)
 
+    def _lapse(self, record: EffectRecord, now_ms: int) -> EffectRecord:
+        record = lease_lapsed(record, now_ms)
+        self._records[record.key] = (record, self._records[record.key][1])
+        self._emit(record, EventType.UNKNOWN, now_ms)
+        return record
+
     def _held(self, key: RecordKey, fence: int, now_ms: int) -> EffectRecord | None:
         record = self._live(key, now_ms)
         if record is None or record.state is not RecordState.IN_FLIGHT or record.fence != fence:
@@ -144,7 +156,11 @@ class MemoryStore:
         return True
 
     async def resolve(
-        self, key: RecordKey, expected: RecordState, resolution: Resolution
+        self,
+        key: RecordKey,
+        expected: RecordState,
+        resolution: Resolution,
+        audit: AuditEntry | None = None,
     ) -> ResolveResult:
         now_ms = self._clock_ms()
         record = self._live(key, now_ms)
@@ -153,6 +169,8 @@ class MemoryStore:
         record = resolved_record(record, resolution, now_ms)
         self._records[key] = (record, now_ms + resolution.ttl_s * 1000)
         self._emit(record, EventType.RESOLVED, now_ms)
+        if audit is not None:
+            self._append_audit(audit, now_ms)
         return ResolveResult(resolved=True, record=record)
 
     async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
@@ -198,3 +216,80 @@ class MemoryStore:
         if after is not None:
             events = [event for event in events if event.event_id > after]
         return events[:limit]
+
+    async def count_events(self, agent: str, after: str | None = None, cap: int = 10_000) -> int:
+        return len(await self.read_events(agent, after, cap))
+
+    async def list_agents(self) -> list[str]:
+        now_ms = self._clock_ms()
+        agents = {key.agent for key in list(self._records) if self._live(key, now_ms)}
+        return sorted(agents | set(self._events) | set(self._audit))
+
+    async def sweep_expired(self, agent: str, limit: int = 100) -> list[EffectRecord]:
+        now_ms = self._clock_ms()
+        lapsed = [
+            record
+            for key in list(self._records)
+            if key.agent == agent
+            and (record := self._live(key, now_ms)) is not None
+            and record.state is RecordState.IN_FLIGHT
+            and record.lease_expires_ms <= now_ms
+        ]
+        lapsed.sort(key=lambda record: record.lease_expires_ms)
+        return [self._lapse(record, now_ms) for record in lapsed[: max(limit, 0)]]
+
+    async def read_cursor(self, agent: str) -> DeliveryCursor:
+        return self._cursors.get(agent, DeliveryCursor())
+
+    async def write_cursor(
+        self, agent: str, cursor: DeliveryCursor, audit: AuditEntry | None = None
+    ) -> DeliveryCursor | None:
+        if self._cursors.get(agent, DeliveryCursor()).version != cursor.version:
+            return None
+        written = dataclasses.replace(cursor, version=cursor.version + 1)
+        self._cursors[agent] = written
+        if audit is not None:
+            self._append_audit(audit, self._clock_ms())
+        return written
+
+    def _append_audit(self, entry: AuditEntry, now_ms: int) -> AuditEntry:
+        self._next_event += 1
+        entry = dataclasses.replace(entry, ts_ms=now_ms, entry_id=f"{self._next_event:020d}")
+        self._audit.setdefault(entry.agent, []).append(entry)
+        return entry
+
+    async def append_audit(self, entry: AuditEntry) -> AuditEntry:
+        return self._append_audit(entry, self._clock_ms())
+
+    async def read_audit(self, agent: str, limit: int = 100) -> list[AuditEntry]:
+        entries = self._audit.get(agent, [])
+        return entries[-limit:] if limit > 0 else []
+
+    async def clear_batch(
+        self,
+        agent: str,
+        batch: str,
+        freed: Sequence[FreedRecord],
+        archive: bytes | None,
+        audit: AuditEntry,
+    ) -> list[str]:
+        now_ms = self._clock_ms()
+        cleared = []
+        for item in freed:
+            key = RecordKey(agent, item.effect_id)
+            record = self._live(key, now_ms)
+            if (
+                record is not None
+                and record.state is RecordState.NOT_APPLIED
+                and record.fence == item.fence
+                and record.meta.batch == batch
+            ):
+                del self._records[key]
+                cleared.append(item.effect_id)
+        if archive is not None:
+            self._archives[agent, batch] = archive
+        self._append_audit(audit, now_ms)
+        return cleared
+
+    async def read_archive(self, agent: str, batch: str) -> bytes | None:
+        return self._archives.get((agent, batch))

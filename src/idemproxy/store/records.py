@@ -7,7 +7,7 @@ An effect record moves through these states (SPEC section 4)::
                          |  |                not_applied  --claim----> in_flight
                          |  |   (resolve is compare-and-set from any state it is told to expect)
                          |  +-- lease renewed by its holder
-                         +-- lease expired, seen by a later claim --> unknown
+                         +-- lease expired, seen by a later claim or a sweep --> unknown
 
 Only the holder of the current fencing token may settle or renew an in_flight record.
 """

@@ -38,9 +38,27 @@ local function emit(record, stream, effect_id, event_type, now, retention_ms)
     'reason', f[9] or '', 'ts', now, 'state', f[10] or '')
   redis.call('PEXPIRE', stream, retention_ms)
 end
+
+-- An in-flight record whose holder let its lease run out: it may have sent the request and
+-- died, so the outcome is unknown and goes to review.
+local function lapse(record, stream, unknown, leases, effect_id, reason, now, retention_ms)
+  redis.call('HSET', record, 'state', 'unknown', 'updated', now, 'reason', reason)
+  redis.call('ZREM', leases, effect_id)
+  redis.call('ZADD', unknown, now, effect_id)
+  extend_expiry(unknown, redis.call('PTTL', record))
+  emit(record, stream, effect_id, 'effect.unknown', now, retention_ms)
+end
+
+-- Append an operator action to the agent's audit stream; the entry's time is its stream id's.
+-- ``a`` holds action, actor, target, before, after, note.
+local function audit(stream, a, now, retention_ms)
+  redis.call('XADD', stream, 'MINID', '~', now - retention_ms, '*', 'action', a[1],
+    'actor', a[2], 'target', a[3], 'before', a[4], 'after', a[5], 'note', a[6])
+  redis.call('PEXPIRE', stream, retention_ms)
+end
 """
 
-# KEYS: record, outbox, unknown zset, batch set of the request's batch.
+# KEYS: record, outbox, unknown zset, batch set of the request's batch, leases zset.
 # ARGV: effect id, fingerprint, lease ms, ttl ms, batch, tool call, action, upstream, method,
 #       path, event retention ms, reason written when an expired lease is found.
 # Returns {1, fence} when claimed, else {0, fence, HGETALL of the record}: the caller gets the
@@ -48,7 +66,7 @@ end
 CLAIM = (
     _PRELUDE
     + """
-local record, stream, unknown, batch_set = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local record, stream, unknown, batch_set, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local effect_id, fingerprint = ARGV[1], ARGV[2]
 local lease_ms, ttl_ms, retention_ms = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[11])
 local now = now_ms()
@@ -61,10 +79,7 @@ if state then
   if state == 'in_flight' then
     if tonumber(cur[4]) <= now then
       -- The holder let its lease run out: it may have sent the request and died.
-      redis.call('HSET', record, 'state', 'unknown', 'updated', now, 'reason', ARGV[12])
-      redis.call('ZADD', unknown, now, effect_id)
-      extend_expiry(unknown, redis.call('PTTL', record))
-      emit(record, stream, effect_id, 'effect.unknown', now, retention_ms)
+      lapse(record, stream, unknown, leases, effect_id, ARGV[12], now, retention_ms)
     end
     return {0, fence, redis.call('HGETALL', record)}
   end
@@ -87,11 +102,13 @@ redis.call('PEXPIRE', record, ttl_ms)
 redis.call('ZREM', unknown, effect_id)
 redis.call('SADD', batch_set, effect_id)
 extend_expiry(batch_set, ttl_ms)
+redis.call('ZADD', leases, now + lease_ms, effect_id)
+extend_expiry(leases, ttl_ms)
 return {1, fence + 1}
 """
 )
 
-# KEYS: record, outbox, unknown zset.
+# KEYS: record, outbox, unknown zset, leases zset.
 # ARGV: effect id, fence, new state, event type, ttl ms, event retention ms, external id,
 #       reason, has response ('1' or '0'), status, headers, body, body truncated ('1' or '0').
 # Returns 1 when written, 0 when the caller no longer holds the fence.
@@ -105,6 +122,7 @@ local cur = redis.call('HMGET', record, 'state', 'fence', 'bkey')
 if cur[1] ~= 'in_flight' or tonumber(cur[2]) ~= tonumber(ARGV[2]) then
   return 0
 end
+redis.call('ZREM', KEYS[4], effect_id)
 local now = now_ms()
 redis.call('HSET', record, 'state', state, 'updated', now, 'ext', ARGV[7], 'reason', ARGV[8])
 if ARGV[9] == '1' then
@@ -128,9 +146,11 @@ return 1
 """
 )
 
-# KEYS: record, outbox, unknown zset.
+# KEYS: record, outbox, unknown zset, leases zset, audit stream.
 # ARGV: effect id, expected state, new state, ttl ms, event retention ms, external id, reason,
-#       has response ('1' or '0'), status, headers, body, body truncated ('1' or '0').
+#       has response ('1' or '0'), status, headers, body, body truncated ('1' or '0'),
+#       has audit entry ('1' or '0'), audit retention ms, then the entry's action, actor,
+#       target, before, after, note.
 # Returns {1, HGETALL after} when resolved, {0, HGETALL as it stands} when refused ({} if none).
 RESOLVE = (
     _PRELUDE
@@ -154,15 +174,21 @@ else
 end
 redis.call('PEXPIRE', record, ttl_ms)
 redis.call('ZREM', unknown, effect_id)
+redis.call('ZREM', KEYS[4], effect_id)
 if cur[3] then
   extend_expiry(cur[3], ttl_ms)
 end
 emit(record, stream, effect_id, 'effect.resolved', now, retention_ms)
+if ARGV[13] == '1' then
+  audit(KEYS[5], {ARGV[15], ARGV[16], ARGV[17], ARGV[18], ARGV[19], ARGV[20]}, now,
+    tonumber(ARGV[14]))
+end
 return {1, redis.call('HGETALL', record)}
 """
 )
 
-# KEYS: record. ARGV: fence, lease ms. Returns 1 when extended, 0 when not held.
+# KEYS: record, leases zset. ARGV: fence, lease ms, effect id.
+# Returns 1 when extended, 0 when not held.
 RENEW = """
 local cur = redis.call('HMGET', KEYS[1], 'state', 'fence')
 if cur[1] ~= 'in_flight' or tonumber(cur[2]) ~= tonumber(ARGV[1]) then
@@ -171,6 +197,7 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('HSET', KEYS[1], 'lease_exp', now + tonumber(ARGV[2]))
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[3])
 return 1
 """
 
@@ -203,4 +230,94 @@ for i = 2, #KEYS do
   end
 end
 return out
+"""
+
+# KEYS: leases zset, outbox, unknown zset, then the records of the candidate effect ids.
+# ARGV: event retention ms, reason, then the effect ids aligned with KEYS[4..].
+# Turns each candidate still in flight with a lapsed lease unknown; drops stale lease entries.
+# Returns {effect id, HGETALL} of each record turned unknown.
+SWEEP = (
+    _PRELUDE
+    + """
+local leases, stream, unknown = KEYS[1], KEYS[2], KEYS[3]
+local retention_ms = tonumber(ARGV[1])
+local now = now_ms()
+local lapsed = {}
+for i = 4, #KEYS do
+  local effect_id = ARGV[i - 1]
+  local cur = redis.call('HMGET', KEYS[i], 'state', 'lease_exp')
+  if cur[1] ~= 'in_flight' then
+    redis.call('ZREM', leases, effect_id)
+  elseif tonumber(cur[2]) <= now then
+    lapse(KEYS[i], stream, unknown, leases, effect_id, ARGV[2], now, retention_ms)
+    lapsed[#lapsed + 1] = {effect_id, redis.call('HGETALL', KEYS[i])}
+  end
+end
+return lapsed
+"""
+)
+
+# KEYS: cursor hash, audit stream. ARGV: expected version, cursor retention ms, has audit entry
+# ('1' or '0'), audit retention ms, the entry's six fields, then the cursor's fields as
+# name, value pairs. Returns 1 when written, 0 when the stored version differs.
+WRITE_CURSOR = (
+    _PRELUDE
+    + """
+local version = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
+if version ~= tonumber(ARGV[1]) then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'v', version + 1)
+for i = 11, #ARGV, 2 do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+end
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+if ARGV[3] == '1' then
+  audit(KEYS[2], {ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]}, now_ms(),
+    tonumber(ARGV[4]))
+end
+return 1
+"""
+)
+
+# KEYS: batch set, archive key, audit stream, then the records to free.
+# ARGV: has archive ('1' or '0'), archive, archive retention ms, audit retention ms, the audit
+#       entry's six fields, then effect id and fence pairs aligned with KEYS[4..].
+# Deletes each listed record still not_applied at its fence; returns the effect ids deleted.
+CLEAR_BATCH = (
+    _PRELUDE
+    + """
+local batch_set = KEYS[1]
+local cleared = {}
+for i = 4, #KEYS do
+  local effect_id, fence = ARGV[11 + 2 * (i - 4)], ARGV[12 + 2 * (i - 4)]
+  local cur = redis.call('HMGET', KEYS[i], 'state', 'fence', 'bkey')
+  if cur[1] == 'not_applied' and cur[2] == fence and cur[3] == batch_set then
+    redis.call('DEL', KEYS[i])
+    redis.call('SREM', batch_set, effect_id)
+    cleared[#cleared + 1] = effect_id
+  end
+end
+if ARGV[1] == '1' then
+  redis.call('SET', KEYS[2], ARGV[2], 'PX', tonumber(ARGV[3]))
+end
+audit(KEYS[3], {ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]}, now_ms(),
+  tonumber(ARGV[4]))
+return cleared
+"""
+)
+
+# KEYS: outbox. ARGV: XRANGE start ('-' or '(<id>'), cap. Counts in pages, inside Redis, so
+# only the number crosses the wire.
+COUNT_EVENTS = """
+local n, start, cap = 0, ARGV[1], tonumber(ARGV[2])
+while n < cap do
+  local page = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', math.min(1000, cap - n))
+  if #page == 0 then
+    break
+  end
+  n = n + #page
+  start = '(' .. page[#page][1]
+end
+return n
 """

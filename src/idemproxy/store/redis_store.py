@@ -8,26 +8,16 @@ by themselves when Redis does: redis-py replaces a broken pooled connection on t
 
 from __future__ import annotations
 
-import contextlib
-import re
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import (
-    ClusterDownError,
-    ConnectionError,
-    OutOfMemoryError,
-    ReadOnlyError,
-    RedisClusterException,
-    RedisError,
-    TimeoutError,
-    TryAgainError,
-)
 
 from idemproxy.store import layout, redis_client, redis_scripts
-from idemproxy.store.base import InvalidStoreURL, StoreCorrupt, StoreError, StoreUnavailable
+from idemproxy.store.base import InvalidStoreURL, StoreCorrupt
+from idemproxy.store.journal import AuditEntry
 from idemproxy.store.records import (
     ClaimRequest,
     ClaimResult,
@@ -42,6 +32,8 @@ from idemproxy.store.records import (
     Settlement,
     StoredResponse,
 )
+from idemproxy.store.redis_errors import translated as _translated
+from idemproxy.store.redis_journal import STREAM_ID, RedisJournal, audit_args
 
 EVENT_RETENTION_S = 7 * 86_400
 EXPIRED_LEASE_REASON = "lease expired: the proxy holding this request stopped"
@@ -49,31 +41,8 @@ EXPIRED_LEASE_REASON = "lease expired: the proxy holding this request stopped"
 RedisClient = Redis | RedisCluster
 ScriptArg = str | int | bytes
 
-# Errors that mean "Redis cannot serve us right now" rather than "we sent something wrong".
-# ConnectionError covers BusyLoadingError and Sentinel's MasterNotFoundError.
-_UNAVAILABLE: tuple[type[Exception], ...] = (
-    ConnectionError,
-    TimeoutError,
-    ReadOnlyError,
-    OutOfMemoryError,
-    ClusterDownError,
-    TryAgainError,
-    RedisClusterException,
-)
-_STREAM_ID = re.compile(r"\d+-\d+")
 
-
-@contextlib.contextmanager
-def _translated(op: str) -> Iterator[None]:
-    try:
-        yield
-    except _UNAVAILABLE as exc:
-        raise StoreUnavailable(f"redis unavailable during {op}: {exc}") from exc
-    except RedisError as exc:
-        raise StoreError(f"redis error during {op}: {exc}") from exc
-
-
-class RedisStore:
+class RedisStore(RedisJournal):
     """The :class:`~idemproxy.store.base.Store` on Redis: single node, Sentinel or Cluster.
 
     Event ids are stream ids (``<ms>-<seq>``): ordered by the stream, opaque to callers. Events
@@ -99,6 +68,8 @@ class RedisStore:
         self._resolve = client.register_script(redis_scripts.RESOLVE)
         self._fetch_unknown = client.register_script(redis_scripts.FETCH_UNKNOWN)
         self._fetch_batch = client.register_script(redis_scripts.FETCH_BATCH)
+        self._sweep = client.register_script(redis_scripts.SWEEP)
+        super().__init__(client, self._retention_ms)
 
     @classmethod
     def from_url(cls, url: str, *, event_retention_s: int = EVENT_RETENTION_S) -> RedisStore:
@@ -129,6 +100,7 @@ class RedisStore:
             layout.outbox_key(key.agent),
             layout.unknown_key(key.agent),
             layout.batch_key(key.agent, meta.batch),
+            layout.leases_key(key.agent),
         ]
         args: list[ScriptArg] = [
             key.effect_id,
@@ -145,6 +117,8 @@ class RedisStore:
             EXPIRED_LEASE_REASON,
         ]
         with _translated("claim"):
+            # Before the claim: an agent must be listed by the time it has a record to sweep.
+            await self.register(key.agent)
             reply = await self._claim(keys=keys, args=args)
         fence = int(reply[1])
         if int(reply[0]) == 1:
@@ -167,7 +141,11 @@ class RedisStore:
             return int(await self._settle(keys=_state_keys(key), args=args)) == 1
 
     async def resolve(
-        self, key: RecordKey, expected: RecordState, resolution: Resolution
+        self,
+        key: RecordKey,
+        expected: RecordState,
+        resolution: Resolution,
+        audit: AuditEntry | None = None,
     ) -> ResolveResult:
         args: list[ScriptArg] = [
             key.effect_id,
@@ -178,15 +156,20 @@ class RedisStore:
             resolution.external_id,
             resolution.reason,
             *_response_args(resolution.response),
+            *audit_args(audit),
         ]
+        keys = [*_state_keys(key), layout.audit_key(key.agent)]
         with _translated("resolve"):
-            reply = await self._resolve(keys=_state_keys(key), args=args)
+            reply = await self._resolve(keys=keys, args=args)
         record = decode_record(key, reply[1]) if reply[1] else None
         return ResolveResult(resolved=int(reply[0]) == 1, record=record)
 
     async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
         with _translated("renew"):
-            reply = await self._renew(keys=[layout.record_key(key)], args=[fence, lease_ms])
+            reply = await self._renew(
+                keys=[layout.record_key(key), layout.leases_key(key.agent)],
+                args=[fence, lease_ms, key.effect_id],
+            )
         return int(reply) == 1
 
     async def get(self, key: RecordKey) -> EffectRecord | None:
@@ -232,7 +215,7 @@ class RedisStore:
     async def read_events(
         self, agent: str, after: str | None = None, limit: int = 100
     ) -> list[EffectEvent]:
-        if after is not None and not _STREAM_ID.fullmatch(after):
+        if after is not None and not STREAM_ID.fullmatch(after):
             raise ValueError(f"not an event id of the redis store: {after!r}")
         if limit <= 0:
             return []  # XRANGE refuses COUNT 0
@@ -242,10 +225,35 @@ class RedisStore:
             entries = await self._client.xrange(layout.outbox_key(agent), start, "+", count=limit)
         return [decode_event(agent, event_id, fields) for event_id, fields in entries]
 
+    async def sweep_expired(self, agent: str, limit: int = 100) -> list[EffectRecord]:
+        """Candidates come from the leases index by this host's clock; the script decides by
+        Redis's, so a skewed host clock delays a sweep but never lapses a live lease."""
+        if limit <= 0:
+            return []
+        leases = layout.leases_key(agent)
+        ids: Any
+        with _translated("sweep_expired"):
+            ids = await self._client.zrangebyscore(
+                leases, "-inf", time.time_ns() // 1_000_000, start=0, num=limit
+            )
+            if not ids:
+                return []
+            keys = [leases, layout.outbox_key(agent), layout.unknown_key(agent)]
+            keys += [layout.record_key(RecordKey(agent, i.decode())) for i in ids]
+            lapsed = await self._sweep(
+                keys=keys, args=[self._retention_ms, EXPIRED_LEASE_REASON, *ids]
+            )
+        return [decode_record(RecordKey(agent, i.decode()), fields) for i, fields in lapsed]
+
 
 def _state_keys(key: RecordKey) -> list[str]:
-    """The keys a settle or resolve script changes: record, outbox, review zset."""
-    return [layout.record_key(key), layout.outbox_key(key.agent), layout.unknown_key(key.agent)]
+    """The keys a settle or resolve script changes: record, outbox, review zset, leases."""
+    return [
+        layout.record_key(key),
+        layout.outbox_key(key.agent),
+        layout.unknown_key(key.agent),
+        layout.leases_key(key.agent),
+    ]
 
 
 def _response_args(response: StoredResponse | None) -> list[ScriptArg]:

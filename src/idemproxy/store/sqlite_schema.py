@@ -5,6 +5,9 @@
     records  one row per (agent, effect_id): the record, its response and ``expires_ms``
     events   the outbox; ``id`` (AUTOINCREMENT, never reused) is the event id, printed as
              20 zero-padded digits so that ids compare as text in the order they were written
+
+and the ledger's tables of :mod:`.sqlite_journal` (schema 2 added them; a schema 1 file gains
+them when it is opened).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from idemproxy.store import sqlite_journal
 from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.layout import dump_headers, load_headers
 from idemproxy.store.records import (
@@ -25,7 +29,7 @@ from idemproxy.store.records import (
     StoredResponse,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS records (
@@ -74,7 +78,7 @@ def connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise StoreCorrupt(f"{path} has schema {version}, newer than {SCHEMA_VERSION}")
-        for statement in _TABLES:
+        for statement in (*_TABLES, *sqlite_journal.TABLES):
             db.execute(statement)
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.execute("COMMIT")

@@ -12,14 +12,22 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
+from idemproxy.store import sqlite_journal as journal
 from idemproxy.store import sqlite_schema as schema
 from idemproxy.store.base import StoreCorrupt, StoreUnavailable
-from idemproxy.store.memory import resolved_record, wall_clock_ms
+from idemproxy.store.journal import (
+    ARCHIVE_RETENTION_S,
+    AUDIT_RETENTION_S,
+    AuditEntry,
+    DeliveryCursor,
+    FreedRecord,
+)
+from idemproxy.store.memory import lease_lapsed, resolved_record, wall_clock_ms
 from idemproxy.store.records import (
     ClaimRequest,
     ClaimResult,
@@ -38,7 +46,6 @@ T = TypeVar("T")
 BUSY_TIMEOUT_MS = 5_000
 EVENT_RETENTION_S = 7 * 86_400
 PURGE_INTERVAL_S = 60
-EXPIRED_LEASE_REASON = "lease expired: the proxy holding this request stopped"
 
 
 class SQLiteStore:
@@ -92,6 +99,7 @@ class SQLiteStore:
             result = fn(now_ms)
             if now_ms >= self._next_purge_ms:
                 schema.purge(db, now_ms, self._retention_ms)
+                journal.purge(db, now_ms, AUDIT_RETENTION_S * 1000, ARCHIVE_RETENTION_S * 1000)
                 self._next_purge_ms = now_ms + PURGE_INTERVAL_S * 1000
         except BaseException:
             # SQLite itself rolls back on some errors (a full disk, an I/O error).
@@ -140,7 +148,11 @@ class SQLiteStore:
         return await self._run(lambda db: self._write(db, lambda now: settle(db, now)))
 
     async def resolve(
-        self, key: RecordKey, expected: RecordState, resolution: Resolution
+        self,
+        key: RecordKey,
+        expected: RecordState,
+        resolution: Resolution,
+        audit: AuditEntry | None = None,
     ) -> ResolveResult:
         def resolve(db: sqlite3.Connection, now_ms: int) -> ResolveResult:
             found = schema.load(db, key, now_ms)
@@ -149,6 +161,8 @@ class SQLiteStore:
             record = resolved_record(found[0], resolution, now_ms)
             schema.save(db, record, now_ms + resolution.ttl_s * 1000)
             schema.append_event(db, record, EventType.RESOLVED, now_ms)
+            if audit is not None:
+                journal.append_audit(db, audit, now_ms)
             return ResolveResult(resolved=True, record=record)
 
         return await self._run(lambda db: self._write(db, lambda now: resolve(db, now)))
@@ -184,10 +198,96 @@ class SQLiteStore:
     async def read_events(
         self, agent: str, after: str | None = None, limit: int = 100
     ) -> list[EffectEvent]:
-        if after is not None and not (after.isascii() and after.isdigit()):
-            raise ValueError(f"not an event id of the sqlite store: {after!r}")
-        after_id = int(after) if after is not None else 0
+        after_id = _event_id(after)
         return await self._run(lambda db: schema.read_events(db, agent, after_id, max(limit, 0)))
+
+    async def count_events(self, agent: str, after: str | None = None, cap: int = 10_000) -> int:
+        after_id = _event_id(after)
+        sql = "SELECT COUNT(*) FROM (SELECT 1 FROM events WHERE agent = ? AND id > ? LIMIT ?)"
+        return await self._run(
+            lambda db: int(db.execute(sql, (agent, after_id, max(cap, 0))).fetchone()[0])
+        )
+
+    async def list_agents(self) -> list[str]:
+        return await self._run(lambda db: journal.list_agents(db, wall_clock_ms()))
+
+    async def sweep_expired(self, agent: str, limit: int = 100) -> list[EffectRecord]:
+        def sweep(db: sqlite3.Connection, now_ms: int) -> list[EffectRecord]:
+            where = (
+                "WHERE agent = ? AND state = 'in_flight' AND lease_expires_ms <= ?"
+                " AND expires_ms > ? ORDER BY lease_expires_ms, rowid LIMIT ?"
+            )
+            lapsed = schema.select(db, where, (agent, now_ms, now_ms, max(limit, 0)))
+            found = [schema.load(db, record.key, now_ms) for record in lapsed]
+            return [
+                _lapse(db, record, expires_ms, now_ms) for record, expires_ms in filter(None, found)
+            ]
+
+        return await self._run(lambda db: self._write(db, lambda now: sweep(db, now)))
+
+    async def read_cursor(self, agent: str) -> DeliveryCursor:
+        return await self._run(lambda db: journal.read_cursor(db, agent))
+
+    async def write_cursor(
+        self, agent: str, cursor: DeliveryCursor, audit: AuditEntry | None = None
+    ) -> DeliveryCursor | None:
+        def write(db: sqlite3.Connection, now_ms: int) -> DeliveryCursor | None:
+            if journal.read_cursor(db, agent).version != cursor.version:
+                return None
+            written = dataclasses.replace(cursor, version=cursor.version + 1)
+            journal.write_cursor(db, agent, written)
+            if audit is not None:
+                journal.append_audit(db, audit, now_ms)
+            return written
+
+        return await self._run(lambda db: self._write(db, lambda now: write(db, now)))
+
+    async def append_audit(self, entry: AuditEntry) -> AuditEntry:
+        return await self._run(
+            lambda db: self._write(db, lambda now: journal.append_audit(db, entry, now))
+        )
+
+    async def read_audit(self, agent: str, limit: int = 100) -> list[AuditEntry]:
+        return await self._run(lambda db: journal.read_audit(db, agent, max(limit, 0)))
+
+    async def clear_batch(
+        self,
+        agent: str,
+        batch: str,
+        freed: Sequence[FreedRecord],
+        archive: bytes | None,
+        audit: AuditEntry,
+    ) -> list[str]:
+        def clear(db: sqlite3.Connection, now_ms: int) -> list[str]:
+            cleared = journal.delete_freed(db, agent, batch, freed, now_ms)
+            if archive is not None:
+                journal.save_archive(db, agent, batch, archive, now_ms)
+            journal.append_audit(db, audit, now_ms)
+            return cleared
+
+        return await self._run(lambda db: self._write(db, lambda now: clear(db, now)))
+
+    async def read_archive(self, agent: str, batch: str) -> bytes | None:
+        return await self._run(lambda db: journal.read_archive(db, agent, batch))
+
+
+def _event_id(after: str | None) -> int:
+    """The row id an event id of this store stands for (0: before the first)."""
+    if after is None:
+        return 0
+    if not (after.isascii() and after.isdigit()):
+        raise ValueError(f"not an event id of the sqlite store: {after!r}")
+    return int(after)
+
+
+def _lapse(
+    db: sqlite3.Connection, record: EffectRecord, expires_ms: int, now_ms: int
+) -> EffectRecord:
+    """Turn an in-flight record whose lease ran out unknown, inside the caller's transaction."""
+    record = lease_lapsed(record, now_ms)
+    schema.save(db, record, expires_ms)
+    schema.append_event(db, record, EventType.UNKNOWN, now_ms)
+    return record
 
 
 def _held(record: EffectRecord, fence: int) -> bool:
@@ -200,11 +300,7 @@ def _claim(db: sqlite3.Connection, request: ClaimRequest, now_ms: int) -> ClaimR
     record = found[0] if found else None
     if found is not None and record is not None:
         if record.state is RecordState.IN_FLIGHT and record.lease_expires_ms <= now_ms:
-            record = dataclasses.replace(
-                record, state=RecordState.UNKNOWN, updated_ms=now_ms, reason=EXPIRED_LEASE_REASON
-            )
-            schema.save(db, record, found[1])
-            schema.append_event(db, record, EventType.UNKNOWN, now_ms)
+            record = _lapse(db, record, found[1], now_ms)
             return ClaimResult(claimed=False, fence=record.fence, record=record)
         same_request = record.fingerprint == request.fingerprint
         if record.state is not RecordState.NOT_APPLIED or not same_request:

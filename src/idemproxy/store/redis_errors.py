@@ -1,0 +1,42 @@
+"""Redis errors translated at the boundary into the store's error tree."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from redis.exceptions import (
+    ClusterDownError,
+    ConnectionError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    RedisClusterException,
+    RedisError,
+    TimeoutError,
+    TryAgainError,
+)
+
+from idemproxy.store.base import StoreError, StoreUnavailable
+
+# Errors that mean "Redis cannot serve us right now" rather than "we sent something wrong".
+# ConnectionError covers BusyLoadingError and Sentinel's MasterNotFoundError.
+UNAVAILABLE: tuple[type[Exception], ...] = (
+    ConnectionError,
+    TimeoutError,
+    ReadOnlyError,
+    OutOfMemoryError,
+    ClusterDownError,
+    TryAgainError,
+    RedisClusterException,
+)
+
+
+@contextlib.contextmanager
+def translated(op: str) -> Iterator[None]:
+    """Raise Redis's errors inside the block as :class:`StoreUnavailable` or :class:`StoreError`."""
+    try:
+        yield
+    except UNAVAILABLE as exc:
+        raise StoreUnavailable(f"redis unavailable during {op}: {exc}") from exc
+    except RedisError as exc:
+        raise StoreError(f"redis error during {op}: {exc}") from exc

@@ -1,0 +1,215 @@
+"""The ledger's part of the Redis store: agents, delivery cursors, the audit log, archives.
+
+Keys are those of :mod:`.layout`; every script touches one agent's slot. :class:`RedisJournal`
+is a base of :class:`~idemproxy.store.redis_store.RedisStore`, which adds the records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+
+from idemproxy.store import layout, redis_scripts
+from idemproxy.store.base import StoreCorrupt
+from idemproxy.store.journal import (
+    ARCHIVE_RETENTION_S,
+    AUDIT_RETENTION_S,
+    AuditEntry,
+    DeliveryCursor,
+    FreedRecord,
+)
+from idemproxy.store.records import RecordKey
+from idemproxy.store.redis_errors import translated
+
+# A proxy re-registers the agents it serves this often, so the registry's scores say which
+# agents are still around; members unseen for longer than anything of theirs lives are dropped.
+REGISTER_EVERY_S = 3600.0
+FORGET_AFTER_MS = (AUDIT_RETENTION_S + 86_400) * 1000
+
+STREAM_ID = re.compile(r"\d+-\d+")  # an event or audit entry id
+
+_CURSOR_FIELDS = {
+    "acked": "acked",
+    "owner": "owner",
+    "lease_expires_ms": "lease",
+    "attempts": "attempts",
+    "retry_at_ms": "retry_at",
+    "last_error": "error",
+    "parked_ms": "parked",
+}
+
+
+class RedisJournal:
+    """The :class:`~idemproxy.store.base.Store` operations on cursors, audit entries, archives
+    and the agent registry."""
+
+    def __init__(self, client: Redis | RedisCluster, retention_ms: int) -> None:
+        self._client = client
+        self._retention_ms = retention_ms
+        self._registered: dict[str, float] = {}  # agent -> monotonic time of the last ZADD
+        self._write_cursor = client.register_script(redis_scripts.WRITE_CURSOR)
+        self._clear_batch = client.register_script(redis_scripts.CLEAR_BATCH)
+        self._count_events = client.register_script(redis_scripts.COUNT_EVENTS)
+
+    async def register(self, agent: str) -> None:
+        """Put the agent in the registry, at most once an hour per process (errors: Redis's)."""
+        now = time.monotonic()
+        if now - self._registered.get(agent, -REGISTER_EVERY_S) < REGISTER_EVERY_S:
+            return
+        await self._client.zadd(layout.AGENTS_KEY, {agent.encode(): _now_ms()})
+        self._registered[agent] = now
+
+    async def list_agents(self) -> list[str]:
+        members: Any
+        with translated("list_agents"):
+            await self._client.zremrangebyscore(
+                layout.AGENTS_KEY, "-inf", _now_ms() - FORGET_AFTER_MS
+            )
+            members = await self._client.zrange(layout.AGENTS_KEY, 0, -1)
+        return sorted(member.decode() for member in members)
+
+    async def count_events(self, agent: str, after: str | None = None, cap: int = 10_000) -> int:
+        if after is not None and not STREAM_ID.fullmatch(after):
+            raise ValueError(f"not an event id of the redis store: {after!r}")
+        if cap <= 0:
+            return 0
+        start = "-" if after is None else f"({after}"
+        with translated("count_events"):
+            count = await self._count_events(keys=[layout.outbox_key(agent)], args=[start, cap])
+        return int(count)
+
+    async def read_cursor(self, agent: str) -> DeliveryCursor:
+        raw: Any
+        with translated("read_cursor"):
+            raw = await self._client.hgetall(layout.cursor_key(agent))
+        if not raw:
+            return DeliveryCursor()
+        try:
+            fields = {name.decode(): value.decode() for name, value in raw.items()}
+            return DeliveryCursor(
+                acked=fields["acked"],
+                owner=fields["owner"],
+                lease_expires_ms=int(fields["lease"]),
+                attempts=int(fields["attempts"]),
+                retry_at_ms=int(fields["retry_at"]),
+                last_error=fields["error"],
+                parked_ms=int(fields["parked"]),
+                version=int(fields["v"]),
+            )
+        except (KeyError, ValueError) as exc:
+            raise StoreCorrupt(f"delivery cursor of agent {agent!r} cannot be decoded") from exc
+
+    async def write_cursor(
+        self, agent: str, cursor: DeliveryCursor, audit: AuditEntry | None = None
+    ) -> DeliveryCursor | None:
+        keys = [layout.cursor_key(agent), layout.audit_key(agent)]
+        args: list[str | int] = [cursor.version, self._retention_ms, *audit_args(audit)]
+        for attribute, field in _CURSOR_FIELDS.items():
+            args += [field, getattr(cursor, attribute)]
+        with translated("write_cursor"):
+            written = await self._write_cursor(keys=keys, args=args)
+        return dataclasses.replace(cursor, version=cursor.version + 1) if written else None
+
+    async def append_audit(self, entry: AuditEntry) -> AuditEntry:
+        stream = layout.audit_key(entry.agent)
+        fields = {
+            "action": entry.action,
+            "actor": entry.actor,
+            "target": entry.target,
+            "before": entry.before,
+            "after": entry.after,
+            "note": entry.note,
+        }
+        reply: Any
+        with translated("append_audit"):
+            async with self._client.pipeline(transaction=False) as pipe:
+                minid = _now_ms() - AUDIT_RETENTION_S * 1000
+                pipe.xadd(stream, fields, minid=minid, approximate=True)  # type: ignore[arg-type]
+                pipe.pexpire(stream, AUDIT_RETENTION_S * 1000)
+                reply = await pipe.execute()
+        return _stamped(entry, reply[0].decode())
+
+    async def read_audit(self, agent: str, limit: int = 100) -> list[AuditEntry]:
+        if limit <= 0:
+            return []
+        entries: Any
+        with translated("read_audit"):
+            entries = await self._client.xrevrange(layout.audit_key(agent), count=limit)
+        return [_decode_audit(agent, entry_id, fields) for entry_id, fields in reversed(entries)]
+
+    async def clear_batch(
+        self,
+        agent: str,
+        batch: str,
+        freed: Sequence[FreedRecord],
+        archive: bytes | None,
+        audit: AuditEntry,
+    ) -> list[str]:
+        keys = [layout.batch_key(agent, batch), layout.archive_key(agent, batch)]
+        keys += [layout.audit_key(agent)]
+        keys += [layout.record_key(RecordKey(agent, item.effect_id)) for item in freed]
+        has_archive = "1" if archive is not None else "0"
+        args: list[str | int | bytes] = [has_archive, archive or b"", ARCHIVE_RETENTION_S * 1000]
+        args += audit_args(audit)[1:]  # the entry is always written: no flag
+        for item in freed:
+            args += [item.effect_id, item.fence]
+        cleared: Any
+        with translated("clear_batch"):
+            cleared = await self._clear_batch(keys=keys, args=args)
+        return [effect_id.decode() for effect_id in cleared]
+
+    async def read_archive(self, agent: str, batch: str) -> bytes | None:
+        archive: Any
+        with translated("read_archive"):
+            archive = await self._client.get(layout.archive_key(agent, batch))
+        return bytes(archive) if archive is not None else None
+
+
+def audit_args(audit: AuditEntry | None) -> list[str | int]:
+    """Flag, retention ms and the six fields of an entry, as the scripts take them."""
+    if audit is None:
+        return ["0", 0, "", "", "", "", "", ""]
+    return [
+        "1",
+        AUDIT_RETENTION_S * 1000,
+        audit.action,
+        audit.actor,
+        audit.target,
+        audit.before,
+        audit.after,
+        audit.note,
+    ]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _stamped(entry: AuditEntry, entry_id: str) -> AuditEntry:
+    """The entry with its stream id and the time in it (Redis's clock when it was added)."""
+    return dataclasses.replace(entry, ts_ms=int(entry_id.partition("-")[0]), entry_id=entry_id)
+
+
+def _decode_audit(agent: str, entry_id: Any, raw: Any) -> AuditEntry:
+    try:
+        fields = {name.decode(): value.decode() for name, value in raw.items()}
+        entry = AuditEntry(
+            agent=agent,
+            action=fields["action"],
+            actor=fields["actor"],
+            target=fields["target"],
+            before=fields["before"],
+            after=fields["after"],
+            note=fields["note"],
+        )
+        return _stamped(entry, entry_id.decode())
+    except (KeyError, ValueError, AttributeError) as exc:
+        raise StoreCorrupt(
+            f"audit entry {entry_id!r} of agent {agent!r} cannot be decoded"
+        ) from exc

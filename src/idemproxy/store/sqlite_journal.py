@@ -1,0 +1,164 @@
+"""Tables of the SQLite store beside the records: delivery cursors, audit log, batch archives.
+
+Called only on the store's own thread, inside its transactions::
+
+    cursors   one row per agent: where delivery to the recovery controller stands
+    audit     operator actions; ``id`` (AUTOINCREMENT) is the entry id, printed like event ids
+    archives  one row per (agent, batch) that was abandoned: the records as they stood
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from collections.abc import Sequence
+
+from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
+
+TABLES = (
+    """CREATE TABLE IF NOT EXISTS cursors (
+        agent TEXT PRIMARY KEY, version INTEGER NOT NULL, acked TEXT NOT NULL,
+        owner TEXT NOT NULL, lease_expires_ms INTEGER NOT NULL, attempts INTEGER NOT NULL,
+        retry_at_ms INTEGER NOT NULL, last_error TEXT NOT NULL, parked_ms INTEGER NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS audit (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, agent TEXT NOT NULL, action TEXT NOT NULL,
+        actor TEXT NOT NULL, target TEXT NOT NULL, before TEXT NOT NULL, after TEXT NOT NULL,
+        note TEXT NOT NULL, ts_ms INTEGER NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS audit_agent ON audit (agent, id)",
+    "CREATE INDEX IF NOT EXISTS audit_age ON audit (ts_ms)",
+    """CREATE TABLE IF NOT EXISTS archives (
+        agent TEXT NOT NULL, batch TEXT NOT NULL, doc BLOB NOT NULL, ts_ms INTEGER NOT NULL,
+        PRIMARY KEY (agent, batch))""",
+)
+
+_CURSOR_COLUMNS = (
+    "version, acked, owner, lease_expires_ms, attempts, retry_at_ms, last_error, parked_ms"
+)
+
+
+def read_cursor(db: sqlite3.Connection, agent: str) -> DeliveryCursor:
+    """The agent's cursor, or a fresh one."""
+    row = db.execute(
+        f"SELECT {_CURSOR_COLUMNS} FROM cursors WHERE agent = ?",  # noqa: S608
+        (agent,),
+    ).fetchone()
+    if row is None:
+        return DeliveryCursor()
+    return DeliveryCursor(
+        acked=row["acked"],
+        owner=row["owner"],
+        lease_expires_ms=row["lease_expires_ms"],
+        attempts=row["attempts"],
+        retry_at_ms=row["retry_at_ms"],
+        last_error=row["last_error"],
+        parked_ms=row["parked_ms"],
+        version=row["version"],
+    )
+
+
+def write_cursor(db: sqlite3.Connection, agent: str, cursor: DeliveryCursor) -> None:
+    """Insert or overwrite the agent's cursor exactly as given (version included)."""
+    db.execute(
+        f"INSERT OR REPLACE INTO cursors (agent, {_CURSOR_COLUMNS})"  # noqa: S608
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            agent,
+            cursor.version,
+            cursor.acked,
+            cursor.owner,
+            cursor.lease_expires_ms,
+            cursor.attempts,
+            cursor.retry_at_ms,
+            cursor.last_error,
+            cursor.parked_ms,
+        ),
+    )
+
+
+def append_audit(db: sqlite3.Connection, entry: AuditEntry, now_ms: int) -> AuditEntry:
+    """Append ``entry`` stamped with ``now_ms``; returns it with its id."""
+    cursor = db.execute(
+        "INSERT INTO audit (agent, action, actor, target, before, after, note, ts_ms)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            entry.agent,
+            entry.action,
+            entry.actor,
+            entry.target,
+            entry.before,
+            entry.after,
+            entry.note,
+            now_ms,
+        ),
+    )
+    return dataclasses.replace(entry, ts_ms=now_ms, entry_id=f"{cursor.lastrowid:020d}")
+
+
+def read_audit(db: sqlite3.Connection, agent: str, limit: int) -> list[AuditEntry]:
+    """The agent's newest ``limit`` entries, oldest first."""
+    rows = db.execute(
+        "SELECT * FROM (SELECT * FROM audit WHERE agent = ? ORDER BY id DESC LIMIT ?) ORDER BY id",
+        (agent, limit),
+    )
+    return [
+        AuditEntry(
+            agent=row["agent"],
+            action=row["action"],
+            actor=row["actor"],
+            target=row["target"],
+            before=row["before"],
+            after=row["after"],
+            note=row["note"],
+            ts_ms=row["ts_ms"],
+            entry_id=f"{row['id']:020d}",
+        )
+        for row in rows
+    ]
+
+
+def save_archive(db: sqlite3.Connection, agent: str, batch: str, doc: bytes, now_ms: int) -> None:
+    db.execute(
+        "INSERT OR REPLACE INTO archives (agent, batch, doc, ts_ms) VALUES (?, ?, ?, ?)",
+        (agent, batch, doc, now_ms),
+    )
+
+
+def read_archive(db: sqlite3.Connection, agent: str, batch: str) -> bytes | None:
+    row = db.execute(
+        "SELECT doc FROM archives WHERE agent = ? AND batch = ?", (agent, batch)
+    ).fetchone()
+    return bytes(row["doc"]) if row is not None else None
+
+
+def list_agents(db: sqlite3.Connection, now_ms: int) -> list[str]:
+    """Agents with a live record, an event or an audit entry."""
+    rows = db.execute(
+        "SELECT agent FROM records WHERE expires_ms > ? UNION SELECT agent FROM events"
+        " UNION SELECT agent FROM audit ORDER BY agent",
+        (now_ms,),
+    )
+    return [row["agent"] for row in rows]
+
+
+def delete_freed(
+    db: sqlite3.Connection, agent: str, batch: str, freed: Sequence[FreedRecord], now_ms: int
+) -> list[str]:
+    """Delete each listed record of the batch that is still ``not_applied`` at its fence."""
+    deleted = []
+    for item in freed:
+        cursor = db.execute(
+            "DELETE FROM records WHERE agent = ? AND effect_id = ? AND batch = ?"
+            " AND state = 'not_applied' AND fence = ? AND expires_ms > ?",
+            (agent, item.effect_id, batch, item.fence, now_ms),
+        )
+        if cursor.rowcount:
+            deleted.append(item.effect_id)
+    return deleted
+
+
+def purge(
+    db: sqlite3.Connection, now_ms: int, retention_ms: int, archive_retention_ms: int
+) -> None:
+    """Delete audit entries and archives past their retention."""
+    db.execute("DELETE FROM audit WHERE ts_ms < ?", (now_ms - retention_ms,))
+    db.execute("DELETE FROM archives WHERE ts_ms < ?", (now_ms - archive_retention_ms,))

@@ -1,0 +1,93 @@
+"""The ledger's Redis keys stay in the agent's slot, so every journal script runs on a Cluster."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from idemproxy.store import layout
+from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
+from idemproxy.store.records import RecordKey, RecordState, Resolution, Settlement
+from idemproxy.store.redis_store import RedisStore
+from tests.store.conftest import RedisServer
+from tests.store.test_contract import SHORT_LEASE_MS, claim_request
+from tests.store.test_redis_store import spare_ports
+from tests.support.cluster import create_cluster
+
+
+@given(st.text(), st.text())
+def test_ledger_keys_share_the_agent_tag_and_never_collide(agent: str, batch: str) -> None:
+    keys = [
+        layout.leases_key(agent),
+        layout.cursor_key(agent),
+        layout.audit_key(agent),
+        layout.archive_key(agent, batch),
+        layout.outbox_key(agent),
+        layout.unknown_key(agent),
+        layout.batch_key(agent, batch),
+    ]
+    assert len(set(keys)) == len(keys)
+    assert all(key.startswith(f"{layout.PREFIX}:{layout.agent_tag(agent)}:") for key in keys)
+    assert layout.AGENTS_KEY not in keys
+
+
+def audit(agent: str, action: str) -> AuditEntry:
+    return AuditEntry(agent, action, "ops", "target", "before", "after", "note")
+
+
+async def exercise_journal(store: RedisStore, agent: str) -> None:
+    """Every journal operation once, on one agent."""
+    doubt, freed, lapsed = (RecordKey(agent, name) for name in ("u", "f", "l"))
+    for key in (doubt, freed):
+        assert (await store.claim(claim_request(key))).claimed
+    await store.settle(doubt, 1, Settlement(RecordState.UNKNOWN))
+    await store.settle(freed, 1, Settlement(RecordState.NOT_APPLIED))
+    resolved = await store.resolve(
+        doubt, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED), audit(agent, "resolve")
+    )
+    assert resolved.resolved
+    await store.claim(claim_request(lapsed, lease_ms=SHORT_LEASE_MS))
+    await asyncio.sleep(0.1)
+    assert [record.key for record in await store.sweep_expired(agent)] == [lapsed]
+    assert await store.count_events(agent) == 4
+    written = await store.write_cursor(agent, DeliveryCursor(owner="p"), audit(agent, "retry"))
+    assert written is not None
+    assert await store.read_cursor(agent) == written
+    await store.append_audit(audit(agent, "note"))
+    cleared = await store.clear_batch(
+        agent, "batch-1", [FreedRecord("f", 1)], b"archive", audit(agent, "abandon")
+    )
+    assert cleared == ["f"]
+    assert await store.read_archive(agent, "batch-1") == b"archive"
+    actions = [entry.action for entry in await store.read_audit(agent)]
+    assert actions == ["resolve", "retry", "note", "abandon"]
+
+
+@pytest.mark.redis
+async def test_journal_operations_run_on_redis_cluster(tmp_path: Path) -> None:
+    nodes = []
+    for port in spare_ports(3):
+        workdir = tmp_path / str(port)
+        workdir.mkdir()
+        cluster_args = ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]
+        nodes.append(RedisServer(port, workdir, extra_args=cluster_args))
+    try:
+        for node in nodes:
+            node.start()
+        create_cluster([node.port for node in nodes])
+        url = "redis+cluster://" + ",".join(f"127.0.0.1:{node.port}" for node in nodes[:2])
+        store = RedisStore.from_url(url)
+        try:
+            agents = [f"agent-{i}{{:}}" for i in range(6)]  # spread over the nodes
+            for agent in agents:
+                await exercise_journal(store, agent)
+            assert await store.list_agents() == sorted(agents)
+        finally:
+            await store.close()
+    finally:
+        for node in nodes:
+            node.stop()
