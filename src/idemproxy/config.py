@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from yarl import URL
 
 from idemproxy.errors import ConfigError
@@ -94,6 +102,67 @@ class UpstreamConfig(Frozen):
 
 UpstreamName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
 
+MIN_SECRET_CHARS = 16
+
+
+class ControllerConfig(Frozen):
+    """The recovery controller's webhook (SPEC 6); without a ``url`` nothing is delivered."""
+
+    url: str | None = None
+    secret: SecretStr | None = Field(default=None, validate_default=True)
+    attempts: Annotated[int, Field(ge=1, le=1000)] = 20
+    backoff_s: Annotated[float, Field(gt=0, le=3600)] = 0.5
+    max_backoff_s: Annotated[float, Field(gt=0, le=86_400)] = 60.0
+    timeout_s: Annotated[float, Field(gt=0, le=300)] = 10.0
+    batch_size: Annotated[int, Field(ge=1, le=1000)] = 100
+    poll_interval_s: Annotated[float, Field(gt=0, le=60)] = 1.0
+
+    @field_validator("url")
+    @classmethod
+    def _webhook_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            url = URL(value)
+            port = url.port
+        except ValueError:
+            url, port = URL(), None
+        host = url.host or ""
+        if url.scheme not in ("http", "https") or not host or port is None or url.fragment:
+            raise ValueError(
+                f"{value!r} is not a webhook URL; write it like https://controller.internal/events"
+            )
+        if any(char.isspace() for char in host):
+            raise ValueError(f"{value!r} has a space in its host name; fix the URL")
+        return str(url)
+
+    @field_validator("secret")
+    @classmethod
+    def _signing_secret(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        if value is None:
+            if info.data.get("url"):
+                raise ValueError(
+                    "controller.url is set, so deliveries must be signed: set controller.secret"
+                    f" (or {ENV_PREFIX}CONTROLLER__SECRET) to at least {MIN_SECRET_CHARS}"
+                    " random characters, e.g. the output of `openssl rand -hex 32`"
+                )
+            return None
+        secret = value.get_secret_value()
+        if len(secret) < MIN_SECRET_CHARS or not secret.isprintable() or " " in secret:
+            raise ValueError(
+                f"the webhook secret must be at least {MIN_SECRET_CHARS} printable characters"
+                " without spaces; generate one with `openssl rand -hex 32`"
+            )
+        return value
+
+
+class RecoveryConfig(Frozen):
+    """The review queue's housekeeping and the limit on operators' recovery actions."""
+
+    # How often in-flight records whose lease lapsed are turned unknown (and counted).
+    sweep_interval_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
+    actions_per_minute: Annotated[int, Field(ge=1, le=10_000)] = 60
+
 
 class ProxyConfig(Frozen):
     listen: HostPort = HostPort(host="127.0.0.1", port=8080)
@@ -105,6 +174,8 @@ class ProxyConfig(Frozen):
     log_level: LogLevel = LogLevel.INFO
     shutdown_timeout_s: Annotated[float, Field(ge=0, le=3600)] = 20.0
     upstreams: dict[UpstreamName, UpstreamConfig] = {}
+    controller: ControllerConfig = ControllerConfig()
+    recovery: RecoveryConfig = RecoveryConfig()
 
     _host_port = field_validator("listen", "admin_listen", mode="before")(parse_host_port)
 

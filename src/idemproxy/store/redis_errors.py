@@ -31,6 +31,16 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
 )
 
 
+def raised_in_client(exc: BaseException) -> bool:
+    """Whether ``exc`` came out of redis-py's own code rather than ours."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_globals.get("__name__", "").startswith("redis."):
+            return True
+        tb = tb.tb_next
+    return False
+
+
 @contextlib.contextmanager
 def translated(op: str) -> Iterator[None]:
     """Raise Redis's errors inside the block as :class:`StoreUnavailable` or :class:`StoreError`."""
@@ -40,3 +50,9 @@ def translated(op: str) -> Iterator[None]:
         raise StoreUnavailable(f"redis unavailable during {op}: {exc}") from exc
     except RedisError as exc:
         raise StoreError(f"redis error during {op}: {exc}") from exc
+    except (AttributeError, TypeError) as exc:
+        # redis-py leaks these when it writes on a connection that a concurrent disconnect tore
+        # down (redis/redis-py#4287; seen on Cluster failovers): the connection is gone.
+        if raised_in_client(exc):
+            raise StoreUnavailable(f"redis connection lost during {op}: {exc!r}") from exc
+        raise
