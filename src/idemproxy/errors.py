@@ -38,6 +38,11 @@ class ProblemCode(StrEnum):
     STORE_UNAVAILABLE = "store-unavailable"
     UPSTREAM_TIMEOUT = "upstream-timeout"
     SHUTTING_DOWN = "shutting-down"
+    # Answers of the admin API (and of the CLI working on a store directly).
+    UNAUTHORIZED = "unauthorized"
+    NOT_FOUND = "not-found"
+    STATE_CONFLICT = "state-conflict"
+    RATE_LIMITED = "rate-limited"
 
 
 class RequestRefused(IdemproxyError):

@@ -26,6 +26,10 @@ _STATUS: dict[ProblemCode, tuple[int, str]] = {
     ProblemCode.STORE_UNAVAILABLE: (503, "Store unavailable"),
     ProblemCode.SHUTTING_DOWN: (503, "Shutting down"),
     ProblemCode.UPSTREAM_TIMEOUT: (504, "Upstream timeout"),
+    ProblemCode.UNAUTHORIZED: (401, "Unauthorized"),
+    ProblemCode.NOT_FOUND: (404, "Not found"),
+    ProblemCode.STATE_CONFLICT: (409, "Conflicts with the current state"),
+    ProblemCode.RATE_LIMITED: (429, "Too many recovery actions"),
 }
 
 # Answers a client retry can change: nothing was sent, or the store or holder may soon be back.
@@ -36,6 +40,7 @@ _RETRYABLE = frozenset(
         ProblemCode.UPSTREAM_UNREACHABLE,
         ProblemCode.STORE_UNAVAILABLE,
         ProblemCode.SHUTTING_DOWN,
+        ProblemCode.RATE_LIMITED,
     }
 )
 
