@@ -28,6 +28,7 @@ import aiohttp
 from idemproxy.store.factory import open_store
 from tests.support.agents import Agent, AgentPlan, Answer, Journal, ToolCall
 from tests.support.audit import AuditReport, audit
+from tests.support.cluster import LocalCluster
 from tests.support.faults import FaultInjector, FaultPlan
 from tests.support.fleet import ChaosUpstream, DurableRedis, FleetProxy, write_proxy_config
 from tests.support.processes import Process, running
@@ -59,6 +60,7 @@ class Fleet:
     proxies: list[FleetProxy]
     redis: DurableRedis | None
     store_url: str
+    cluster: LocalCluster | None = None
 
 
 @contextlib.contextmanager
@@ -66,16 +68,20 @@ def fleet(
     workdir: Path,
     proxies: int,
     *,
-    store_url: str | None = None,
     redis: DurableRedis | None = None,
+    cluster: LocalCluster | None = None,
 ) -> Iterator[Fleet]:
-    """Start the upstream, Redis (if given) and ``proxies`` proxies; stop them all after.
+    """Start the upstream, ``redis`` (if given) and ``proxies`` proxies; stop them all after.
 
-    Without ``store_url`` the store is ``redis``'s, or else one SQLite file for all proxies.
+    The store is ``redis``, else ``cluster`` (which the caller runs), else one SQLite file that
+    all proxies share.
     """
     upstream = ChaosUpstream(workdir)
-    if store_url is None:
-        store_url = redis.url if redis else f"sqlite:///{workdir / 'effects.db'}"
+    store_url = f"sqlite:///{workdir / 'effects.db'}"
+    if redis is not None:
+        store_url = redis.url
+    elif cluster is not None:
+        store_url = cluster.url
     config = write_proxy_config(
         workdir / "idemproxy.yaml",
         upstream.url,
@@ -89,7 +95,7 @@ def fleet(
     ]
     processes: list[Process] = [upstream, *([redis] if redis else []), *served]
     with running(*processes):
-        yield Fleet(upstream, served, redis, store_url)
+        yield Fleet(upstream, served, redis, store_url, cluster)
 
 
 @dataclass
@@ -103,7 +109,9 @@ async def run_chaos(fleet: Fleet, profile: ChaosProfile) -> ChaosResult:
     rng = random.Random(profile.seed)
     fleet.upstream.set_faults(profile.upstream_rates, profile.hang_s, profile.seed)
     journal = Journal(budget=profile.request_budget)
-    injector = FaultInjector(profile.fault_plan, fleet.proxies, fleet.redis, profile.seed)
+    injector = FaultInjector(
+        profile.fault_plan, fleet.proxies, fleet.redis, profile.seed, fleet.cluster
+    )
     urls = [proxy.url for proxy in fleet.proxies]
     connector = aiohttp.TCPConnector(limit=0, force_close=True)
     async with aiohttp.ClientSession(connector=connector) as session:
@@ -120,6 +128,9 @@ async def run_chaos(fleet: Fleet, profile: ChaosProfile) -> ChaosResult:
         report = await audit(store, journal, final, ledger)
     finally:
         await store.close()
+    crashes = sum(p.output().count("Error handling request") for p in fleet.proxies)
+    if crashes:
+        report.fail(f"the proxies logged {crashes} unhandled errors; see their logs")
     figures: dict[str, object] = {
         "profile": profile.name,
         "store": fleet.store_url.partition("://")[0],

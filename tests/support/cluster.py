@@ -12,6 +12,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -82,14 +83,24 @@ class ClusterNode(DurableRedis):
             "--cluster-node-timeout", str(node_timeout_ms),
             "--cluster-config-file", f"nodes-{port}.conf",
             "--appenddirname", f"aof-{port}",
+            # A replica that rejoins syncs at once rather than after the default 5 s wait.
+            "--repl-diskless-sync-delay", "0",
         ]  # fmt: skip
 
-    def role(self) -> str:
+    def replication(self) -> dict[str, Any]:
         client = redis.Redis(port=self.port, socket_timeout=1)
         try:
-            return str(client.info("replication")["role"])
+            return client.info("replication")
         finally:
             client.close()
+
+    def role(self) -> str:
+        return str(self.replication()["role"])
+
+    def replica_ports(self) -> list[int]:
+        """The ports of the replicas this master streams to now."""
+        info = self.replication()
+        return [int(info[f"slave{i}"]["port"]) for i in range(int(info["connected_slaves"]))]
 
 
 @dataclass
@@ -130,7 +141,29 @@ class LocalCluster:
         return [node for node in self.running_nodes() if node.role() == role]
 
     def wait_ok(self, timeout_s: float = CLUSTER_UP_S) -> None:
+        """Until every running node serves all slots and every replica is in sync.
+
+        A replica that is not in sync would refuse to take over from a master lost next.
+        """
         wait_cluster_ok([node.port for node in self.running_nodes()], timeout_s)
+        deadline = time.monotonic() + timeout_s
+        for node in self.by_role("slave"):
+            while node.replication().get("master_link_status") != "up":
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"replica {node.port} is not in sync")
+                time.sleep(0.05)
+
+    def lose_master(self, master: ClusterNode) -> None:
+        """Kill ``master`` and wait until one of its replicas has taken over its slots."""
+        replicas = [node for node in self.nodes if node.port in master.replica_ports()]
+        assert replicas, f"master {master.port} has no replica to take over"
+        master.kill()
+        deadline = time.monotonic() + CLUSTER_UP_S
+        while not any(node.role() == "master" for node in replicas):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no replica of {master.port} took over")
+            time.sleep(0.1)
+        self.wait_ok()
 
     def fail_over(self, replica: ClusterNode) -> None:
         """``CLUSTER FAILOVER`` on a replica: a coordinated hand-over that loses no write."""

@@ -1,7 +1,8 @@
 """Process faults injected during a chaos run: proxies killed, paused and stopped, Redis lost.
 
 Each fault is undone after a short outage, so the run keeps going; the upstream's own faults
-(hangs, dropped connections, 429/500/503) are drawn by the upstream itself.
+(hangs, dropped connections, 429/500/503) are drawn by the upstream itself. Faults of one
+target (the proxies, Redis, the cluster) come one at a time; those of different targets overlap.
 """
 
 from __future__ import annotations
@@ -9,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
+import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from tests.support.cluster import LocalCluster
 from tests.support.fleet import DurableRedis, FleetProxy
 
 
@@ -23,10 +26,22 @@ class FaultKind(StrEnum):
     PROXY_PAUSE = "proxy_sigstop"  # frozen past its leases (a stalled renewal), then resumed
     REDIS_TERM = "redis_sigterm"  # Redis stopped cleanly, restarted from its append-only file
     REDIS_KILL = "redis_sigkill"  # Redis killed, restarted from its append-only file
+    CLUSTER_FAILOVER = "cluster_failover"  # a replica takes over its master's slots on request
+    CLUSTER_RESTART = "cluster_master_restart"  # a master killed and restarted within its timeout
+    CLUSTER_MASTER_LOST = "cluster_master_lost"  # a master killed until its replica is promoted
+
+    @property
+    def target(self) -> str:
+        return self.value.partition("_")[0]
 
 
 PROXY_FAULTS = (FaultKind.PROXY_KILL, FaultKind.PROXY_TERM, FaultKind.PROXY_PAUSE)
 REDIS_FAULTS = (FaultKind.REDIS_TERM, FaultKind.REDIS_KILL)
+CLUSTER_FAULTS = (
+    FaultKind.CLUSTER_FAILOVER,
+    FaultKind.CLUSTER_RESTART,
+    FaultKind.CLUSTER_MASTER_LOST,
+)
 
 
 @dataclass(frozen=True)
@@ -44,10 +59,12 @@ class FaultInjector:
         proxies: Sequence[FleetProxy],
         redis: DurableRedis | None,
         seed: int,
+        cluster: LocalCluster | None = None,
     ) -> None:
         self.plan = plan
         self.proxies = proxies
         self.redis = redis
+        self.cluster = cluster
         self.rng = random.Random(seed)
         self.injected: Counter[str] = Counter()
 
@@ -57,12 +74,10 @@ class FaultInjector:
             yield from self.rng.sample(list(kinds), len(kinds))
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Proxy faults and Redis faults each come one at a time, the two series overlapping."""
-        groups = [
-            [kind for kind in self.plan.kinds if kind in group]
-            for group in (PROXY_FAULTS, REDIS_FAULTS)
-        ]
-        await asyncio.gather(*(self._series(stop, kinds) for kinds in groups if kinds))
+        targets: dict[str, list[FaultKind]] = {}
+        for kind in self.plan.kinds:
+            targets.setdefault(kind.target, []).append(kind)
+        await asyncio.gather(*(self._series(stop, kinds) for kinds in targets.values()))
 
     async def _series(self, stop: asyncio.Event, kinds: Sequence[FaultKind]) -> None:
         order = self._order(kinds)
@@ -81,8 +96,13 @@ class FaultInjector:
         if kind in REDIS_FAULTS:
             assert self.redis is not None
             await self._outage_redis(self.redis, kind)
-            return
-        # Faults come one at a time: with several proxies, the others keep serving meanwhile.
+        elif kind in CLUSTER_FAULTS:
+            assert self.cluster is not None
+            await asyncio.to_thread(self._cluster_fault, self.cluster, kind)
+        else:
+            await self._proxy_fault(kind)
+
+    async def _proxy_fault(self, kind: FaultKind) -> None:
         proxy = self.rng.choice(self.proxies)
         if kind is FaultKind.PROXY_PAUSE:
             proxy.pause()
@@ -105,6 +125,19 @@ class FaultInjector:
         await asyncio.sleep(self.rng.uniform(*self.plan.outage_s))
         await asyncio.to_thread(redis.start)
 
+    def _cluster_fault(self, cluster: LocalCluster, kind: FaultKind) -> None:
+        if kind is FaultKind.CLUSTER_FAILOVER:
+            cluster.fail_over(self.rng.choice(cluster.by_role("slave")))
+            return
+        master = self.rng.choice(cluster.by_role("master"))
+        if kind is FaultKind.CLUSTER_RESTART:
+            master.kill()
+            time.sleep(self.rng.uniform(*self.plan.outage_s))
+        else:
+            cluster.lose_master(master)
+        master.start()  # a master back within its timeout; else it rejoins as a replica
+        cluster.wait_ok()
+
     async def restore(self) -> None:
         """Everything running again, for the final recovery run and the audit."""
         for proxy in self.proxies:
@@ -114,3 +147,8 @@ class FaultInjector:
                 await asyncio.to_thread(proxy.start)
         if self.redis is not None and not self.redis.running:
             await asyncio.to_thread(self.redis.start)
+        if self.cluster is not None:
+            for node in self.cluster.nodes:
+                if not node.running:
+                    await asyncio.to_thread(node.start)
+            await asyncio.to_thread(self.cluster.wait_ok)

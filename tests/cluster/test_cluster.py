@@ -1,0 +1,62 @@
+"""The chaos suite end to end on a real Redis Cluster: three masters, each with a replica.
+
+While agents send their batches, a replica takes over on request, a master is killed and
+restarted within its node timeout, and a master is killed until its replica is promoted; the
+proxies, on ``redis+cluster://``, are killed and paused too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.profiles import UPSTREAM_RATES
+from tests.chaos.test_chaos import assert_a_real_run, check
+from tests.support.agents import AgentPlan
+from tests.support.chaos import ChaosProfile, fleet, run_chaos
+from tests.support.cluster import LocalCluster
+from tests.support.faults import CLUSTER_FAULTS, FaultKind, FaultPlan
+
+pytestmark = [pytest.mark.e2e, pytest.mark.redis]
+
+PROFILE = ChaosProfile(
+    name="cluster",
+    duration_s=18,
+    request_budget=6_000,
+    agents=8,
+    proxies=2,
+    agent_plan=AgentPlan(),
+    fault_plan=FaultPlan(
+        [*CLUSTER_FAULTS, FaultKind.PROXY_KILL, FaultKind.PROXY_PAUSE],
+        interval_s=1.0,
+        outage_s=(0.2, 0.8),
+        pause_s=(1.2, 1.6),
+    ),
+    upstream_rates=UPSTREAM_RATES,
+)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    cluster = LocalCluster.build(tmp_path, masters=3, replicas=1)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.timeout(180)
+async def test_proxies_on_a_failing_cluster_never_act_twice(
+    tmp_path: Path, cluster: LocalCluster
+) -> None:
+    masters_before = {node.port for node in cluster.by_role("master")}
+    with fleet(tmp_path, PROFILE.proxies, cluster=cluster) as running:
+        result = await run_chaos(running, PROFILE)
+    check(result)
+    assert_a_real_run(PROFILE, result)
+    # The slots really moved: some node that was a replica serves as a master now.
+    assert {node.port for node in cluster.by_role("master")} != masters_before
+    assert len(cluster.by_role("master")) == 3
