@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -46,3 +48,9 @@ def test_ascii_headers_are_stored_as_plain_json() -> None:
     assert layout.dump_headers((("content-type", "text/plain"),)) == (
         b'[["content-type","text/plain"]]'
     )
+
+
+@given(ANY_TEXT)
+def test_ids_are_encoded_exactly_as_percent_encoding_does(value: str) -> None:
+    # Keys already in a store were written with urllib's quote; they must still be found.
+    assert layout.encode_id(value) == quote(value, safe="")

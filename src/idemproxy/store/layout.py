@@ -29,7 +29,8 @@ pairs; see :func:`dump_headers`.
 
 from __future__ import annotations
 
-from urllib.parse import quote
+import functools
+import re
 
 import orjson
 
@@ -60,11 +61,28 @@ F_REASON = "reason"
 F_BATCH_KEY = "bkey"  # name of the batch index set, so settle can extend its expiry
 
 
+_SAFE_ID = re.compile(rb"[A-Za-z0-9_.~-]*")
+_UNSAFE_BYTE = re.compile(rb"[^A-Za-z0-9_.~-]")
+
+
 def encode_id(value: str) -> str:
-    """Percent-encode a user-supplied id so it is safe inside a key name."""
-    return quote(value, safe="")
+    """Percent-encode a user-supplied id so it is safe inside a key name.
+
+    Byte for byte what ``urllib.parse.quote(value, safe="")`` gives (keys written by either
+    must match), at a fraction of its cost: it escapes only the bytes that need it instead of
+    mapping every byte through a table.
+    """
+    raw = value.encode("utf-8")
+    if _SAFE_ID.fullmatch(raw):
+        return value
+    return _UNSAFE_BYTE.sub(_percent, raw).decode("ascii")
 
 
+def _percent(match: re.Match[bytes]) -> bytes:
+    return b"%%%02X" % match.group()[0]
+
+
+@functools.lru_cache(maxsize=1024)
 def agent_tag(agent: str) -> str:
     """The hash tag shared by every key of ``agent``."""
     return "{" + (encode_id(agent) or "%") + "}"
