@@ -13,7 +13,7 @@ install: $(BIN)/python  ## the proxy alone
 	$(BIN)/pip install --quiet --disable-pip-version-check -e .
 
 dev: $(BIN)/python  ## the proxy plus everything the tests and checks use
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,deploy]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,deploy,sdk]'
 	scripts/install-deploy-tools.sh $(VENV)
 
 lint: dev
