@@ -8,6 +8,11 @@ import aiohttp
 from aiohttp import ClientResponse, web
 from multidict import CIMultiDict
 
+# An answer this small whose length is known is read whole, then sent with its head in one
+# write: one system call where streaming takes three, and no SSE or large body waits for it.
+WHOLE_BODY_BYTES = 64 * 1024
+_BODILESS_STATUSES = frozenset({204, 304})
+
 
 @dataclass(frozen=True, slots=True)
 class Relayed:
@@ -28,6 +33,76 @@ async def relay(
     With ``capture_limit`` set the upstream is read to its end even if the agent went away, so
     the record holds the whole answer for the agent's retry after it restarts.
     """
+    length = upstream.content_length
+    if (
+        length is not None
+        and length <= WHOLE_BODY_BYTES
+        and request.method != "HEAD"
+        and upstream.status not in _BODILESS_STATUSES
+    ):
+        body = bytearray()
+        try:
+            async for chunk in upstream.content.iter_any():
+                body += chunk
+        except (aiohttp.ClientError, TimeoutError):
+            return await _cut_short(request, upstream, headers, bytes(body), capture_limit)
+        return await _send_whole(request, upstream, headers, bytes(body), capture_limit)
+    return await _stream(request, upstream, headers, capture_limit)
+
+
+async def _send_whole(
+    request: web.Request,
+    upstream: ClientResponse,
+    headers: CIMultiDict[str],
+    body: bytes,
+    capture_limit: int | None,
+) -> tuple[web.StreamResponse, Relayed]:
+    response = web.Response(
+        status=upstream.status, reason=upstream.reason, headers=headers, body=body
+    )
+    client_gone = False
+    try:
+        await response.prepare(request)
+        await response.write_eof()
+    except ConnectionResetError:
+        client_gone = True
+    captured, truncated = _capture(body, capture_limit)
+    return response, Relayed(captured, truncated, True, client_gone)
+
+
+async def _cut_short(
+    request: web.Request,
+    upstream: ClientResponse,
+    headers: CIMultiDict[str],
+    body: bytes,
+    capture_limit: int | None,
+) -> tuple[web.StreamResponse, Relayed]:
+    """Pass on what came, then drop the connection: a cut body must not look complete."""
+    response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
+    client_gone = False
+    try:
+        await response.prepare(request)
+        await response.write(body)
+    except ConnectionResetError:
+        client_gone = True
+    if request.transport is not None:
+        request.transport.close()
+    captured, truncated = _capture(body, capture_limit)
+    return response, Relayed(captured, truncated, False, client_gone)
+
+
+def _capture(body: bytes, capture_limit: int | None) -> tuple[bytes, bool]:
+    if capture_limit is None:
+        return b"", False
+    return body[:capture_limit], len(body) > capture_limit
+
+
+async def _stream(
+    request: web.Request,
+    upstream: ClientResponse,
+    headers: CIMultiDict[str],
+    capture_limit: int | None,
+) -> tuple[web.StreamResponse, Relayed]:
     response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
     captured = bytearray()
     truncated = complete = client_gone = False
