@@ -1,0 +1,152 @@
+"""discord.py through the proxy: one message per tool call, whatever happens.
+
+discord.py's HTTP base URL is the class attribute ``discord.http.Route.BASE``; its requests get
+the tool-call headers from an aiohttp trace hook, the one per-request hook the client offers.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from types import SimpleNamespace
+from typing import Any
+
+import aiohttp
+import discord
+import orjson
+import pytest
+
+from tests.sdk.conftest import Fakes, tool_call
+from tests.support.fakes.service import Fault, Planned
+from tests.support.processes import ServedProxy
+
+_channels = itertools.count(1)
+
+
+@pytest.fixture
+def channel_id() -> int:
+    return 1300000000000000000 + next(_channels)
+
+
+@pytest.fixture
+def via(proxy: ServedProxy) -> Iterator[Callable[[str], None]]:
+    """Point discord.py at an upstream of the proxy (a class attribute: restored after)."""
+    original = discord.http.Route.BASE
+
+    def point(upstream: str) -> None:
+        discord.http.Route.BASE = f"{proxy.url}/{upstream}/v10"
+
+    point("discord")
+    yield point
+    discord.http.Route.BASE = original
+
+
+@asynccontextmanager
+async def bot(headers: dict[str, str]) -> AsyncIterator[discord.Client]:
+    """A freshly started bot, as after a crash: logged in over HTTP, no gateway."""
+
+    async def add_headers(
+        session: aiohttp.ClientSession, context: SimpleNamespace, params: Any
+    ) -> None:
+        params.headers.update(headers)
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_start.append(add_headers)
+    client = discord.Client(intents=discord.Intents.none(), http_trace=trace)
+    try:
+        await client.login("test-token")
+        yield client
+    finally:
+        await client.close()
+
+
+async def send(channel_id: int, text: str, headers: dict[str, str]) -> discord.Message:
+    async with bot(headers) as client:
+        return await client.get_partial_messageable(channel_id).send(text)
+
+
+def messages(fakes: Fakes, channel_id: int) -> list[dict[str, Any]]:
+    return [m for m in fakes.discord.messages if m["channel_id"] == str(channel_id)]
+
+
+@pytest.mark.usefixtures("via")
+async def test_a_rerun_after_a_crash_replays_the_same_message(
+    fakes: Fakes, run_id: str, channel_id: int
+) -> None:
+    first = await send(channel_id, f"report {run_id}", tool_call(run_id))
+    again = await send(channel_id, f"report {run_id}", tool_call(run_id))
+
+    assert again.id == first.id
+    assert len(messages(fakes, channel_id)) == 1
+    # discord.py sends a random decimal nonce; Discord saw the one derived from the tool call.
+    created = messages(fakes, channel_id)[0]
+    assert first.nonce == created["nonce"]
+    assert not created["nonce"].isdigit()
+    assert len(created["nonce"]) <= 25
+
+
+@pytest.mark.usefixtures("via")
+async def test_an_sdk_retry_after_a_rate_limit_makes_one_message(
+    fakes: Fakes, run_id: str, channel_id: int
+) -> None:
+    limited = {"message": "You are being rate limited.", "retry_after": 0.05, "global": False}
+    fakes.discord.plan("message", Planned(Fault.FAIL_BEFORE, 429, limited, {"Via": "1.1 google"}))
+
+    message = await send(channel_id, f"hello {run_id}", tool_call(run_id))
+
+    assert message.content == f"hello {run_id}"
+    assert len(messages(fakes, channel_id)) == 1
+
+
+@pytest.mark.usefixtures("via")
+async def test_an_sdk_retry_after_a_500_that_had_posted_makes_one_message(
+    fakes: Fakes, run_id: str, channel_id: int
+) -> None:
+    fakes.discord.plan("message", Planned(Fault.FAIL_AFTER, 500, {"message": "500: oops"}))
+
+    message = await send(channel_id, f"posted {run_id}", tool_call(run_id))
+
+    # discord.py retried the 500; the proxy re-sent under the same nonce inside Discord's
+    # window, and Discord answered with the message the first attempt had made.
+    created = messages(fakes, channel_id)
+    assert len(created) == 1
+    assert message.id == int(created[0]["id"])
+    sent = fakes.discord.seen_on(f"/channels/{channel_id}/")
+    assert len(sent) == 2
+    assert len({orjson.loads(s.body)["nonce"] for s in sent}) == 1
+
+
+@pytest.mark.usefixtures("via")
+async def test_an_sdk_retry_after_a_lost_connection_makes_one_message(
+    fakes: Fakes, run_id: str, channel_id: int
+) -> None:
+    fakes.discord.plan("message", Planned(Fault.DROP_AFTER))
+
+    message = await send(channel_id, f"dropped {run_id}", tool_call(run_id))
+
+    # The proxy answered 502 (outcome unknown); discord.py retries a 502 by itself, and the
+    # proxy settled it by re-sending under the same nonce, which Discord deduplicated.
+    created = messages(fakes, channel_id)
+    assert len(created) == 1
+    assert message.id == int(created[0]["id"])
+
+
+async def test_after_the_nonce_window_an_unknown_outcome_waits_for_review(
+    fakes: Fakes, run_id: str, channel_id: int, via: Callable[[str], None]
+) -> None:
+    via("discord-brief")  # the same Discord, under a policy whose window is one second
+    fakes.discord.plan("message", Planned(Fault.DROP_AFTER))
+    with pytest.raises(discord.HTTPException) as first:
+        await send(channel_id, f"late {run_id}", tool_call(run_id))
+    # discord.py retried the 502 a second later: past the window, so the proxy would not re-send.
+    assert first.value.status == 409
+
+    with pytest.raises(discord.HTTPException) as rerun:
+        await send(channel_id, f"late {run_id}", tool_call(run_id))
+
+    assert rerun.value.status == 409
+    assert "outcome-unknown" in rerun.value.text
+    assert "review" in rerun.value.text
+    assert len(messages(fakes, channel_id)) == 1
+    assert len(fakes.discord.seen_on(f"/channels/{channel_id}/")) == 1

@@ -1,0 +1,114 @@
+"""The openai and anthropic SDKs through the proxy: a resumed batch sees the same generation.
+
+Generations are recorded and replayed; one that failed may be generated again (SPEC 1), which
+is what the SDKs' own retries do.
+"""
+
+from __future__ import annotations
+
+import anthropic
+import openai
+import pytest
+
+from tests.sdk.conftest import Fakes, tool_call
+from tests.support.fakes.service import Fault, Planned
+from tests.support.processes import ServedProxy
+
+# Both SDKs take the wait before a retry from this header: keeps the tests fast.
+QUICK_RETRY = {"retry-after-ms": "10"}
+
+
+def ask_openai(proxy: ServedProxy, run_id: str) -> openai.types.chat.ChatCompletion:
+    client = openai.OpenAI(
+        api_key="sk-test", base_url=f"{proxy.url}/openai/v1", default_headers=tool_call(run_id)
+    )
+    with client:
+        return client.chat.completions.create(
+            model="gpt-test", messages=[{"role": "user", "content": f"summarise {run_id}"}]
+        )
+
+
+def ask_anthropic(proxy: ServedProxy, run_id: str) -> anthropic.types.Message:
+    client = anthropic.Anthropic(
+        api_key="sk-ant-test", base_url=f"{proxy.url}/anthropic", default_headers=tool_call(run_id)
+    )
+    with client:
+        return client.messages.create(
+            model="claude-test",
+            max_tokens=64,
+            messages=[{"role": "user", "content": f"summarise {run_id}"}],
+        )
+
+
+def test_openai_rerun_after_a_crash_sees_the_same_completion(
+    proxy: ServedProxy, fakes: Fakes, run_id: str
+) -> None:
+    first = ask_openai(proxy, run_id)
+    again = ask_openai(proxy, run_id)
+
+    assert again.model_dump() == first.model_dump()
+    assert len(fakes.openai.made_for(run_id)) == 1
+
+
+def test_openai_sdk_retry_after_a_500_makes_one_generation(
+    proxy: ServedProxy, fakes: Fakes, run_id: str
+) -> None:
+    fakes.openai.plan(
+        "generate", Planned(Fault.FAIL_BEFORE, 500, {"error": {"message": "boom"}}, QUICK_RETRY)
+    )
+
+    completion = ask_openai(proxy, run_id)
+
+    made = fakes.openai.made_for(run_id)
+    assert len(made) == 1
+    assert completion.id == made[0]["id"]
+    assert len(fakes.openai.sent_with(run_id)) == 2
+
+
+def test_openai_model_list_is_a_safe_read(proxy: ServedProxy) -> None:
+    with openai.OpenAI(api_key="sk-test", base_url=f"{proxy.url}/openai/v1") as client:
+        assert [model.id for model in client.models.list()] == ["model-1"]
+
+
+def test_anthropic_rerun_after_a_crash_sees_the_same_message(
+    proxy: ServedProxy, fakes: Fakes, run_id: str
+) -> None:
+    first = ask_anthropic(proxy, run_id)
+    again = ask_anthropic(proxy, run_id)
+
+    assert again.model_dump() == first.model_dump()
+    assert len(fakes.anthropic.made_for(run_id)) == 1
+
+
+def test_anthropic_sdk_retry_after_overload_makes_one_generation(
+    proxy: ServedProxy, fakes: Fakes, run_id: str
+) -> None:
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}
+    fakes.anthropic.plan("generate", Planned(Fault.FAIL_BEFORE, 529, overloaded, QUICK_RETRY))
+
+    message = ask_anthropic(proxy, run_id)
+
+    made = fakes.anthropic.made_for(run_id)
+    assert len(made) == 1
+    assert message.id == made[0]["id"]
+    assert len(fakes.anthropic.sent_with(run_id)) == 2
+
+
+@pytest.mark.parametrize("sdk", ["openai", "anthropic"])
+def test_a_generation_cut_off_may_be_generated_again(
+    proxy: ServedProxy, fakes: Fakes, run_id: str, sdk: str
+) -> None:
+    service = fakes.openai if sdk == "openai" else fakes.anthropic
+    ask = ask_openai if sdk == "openai" else ask_anthropic
+    service.plan("generate", Planned(Fault.DROP_AFTER))
+    with pytest.raises((openai.APIStatusError, anthropic.APIStatusError)) as lost:
+        ask(proxy, run_id)
+    assert isinstance(lost.value, openai.APIStatusError | anthropic.APIStatusError)
+    assert lost.value.status_code == 502
+
+    answer = ask(proxy, run_id)
+
+    # Unlike an external effect, a lost generation is not held for review: it runs again.
+    made = service.made_for(run_id)
+    assert len(made) == 2
+    assert answer.id == made[1]["id"]

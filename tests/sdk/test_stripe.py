@@ -1,0 +1,95 @@
+"""stripe-python through the proxy: one PaymentIntent per tool call, whatever happens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import stripe
+
+from idemproxy.policies.adapters.stripe import stripe_key
+from tests.sdk.conftest import Fakes, tool_call
+from tests.support.fakes.service import Fault, Planned
+from tests.support.processes import ServedProxy
+
+
+def new_client(proxy: ServedProxy, retries: int = 2) -> stripe.StripeClient:
+    """A fresh SDK client, as an agent restarted after a crash builds one."""
+    return stripe.StripeClient(
+        "sk_test_idemproxy",
+        base_addresses={"api": f"{proxy.url}/stripe"},
+        max_network_retries=retries,
+    )
+
+
+def create_intent(client: stripe.StripeClient, run_id: str) -> stripe.PaymentIntent:
+    params: Any = {"amount": 1999, "currency": "usd", "metadata": {"run": run_id}}
+    return client.v1.payment_intents.create(params, {"headers": tool_call(run_id)})
+
+
+def answer_headers(obj: stripe.StripeObject) -> Any:
+    """The HTTP headers of the answer an SDK object was built from."""
+    assert obj.last_response is not None
+    return obj.last_response.headers
+
+
+def intents(fakes: Fakes, run_id: str) -> list[dict[str, Any]]:
+    return [e for e in fakes.stripe.effects if e["metadata"].get("run") == run_id]
+
+
+def test_a_rerun_after_a_crash_replays_the_same_intent(
+    proxy: ServedProxy, fakes: Fakes, run_id: str
+) -> None:
+    first = create_intent(new_client(proxy), run_id)
+    again = create_intent(new_client(proxy), run_id)
+
+    assert again.id == first.id
+    assert len(intents(fakes, run_id)) == 1
+    assert answer_headers(again)["Idem-Outcome"] == "replayed"
+    sent = fakes.stripe.seen_on("/v1/payment_intents")
+    keys = {s.headers["Idempotency-Key"] for s in sent if run_id.encode() in s.body}
+    # The SDK's random key was replaced by one derived from the tool call.
+    assert len(keys) == 1
+    assert keys.pop().startswith("idemproxy-")
+
+
+def test_an_sdk_retry_after_a_503_makes_one_intent(
+    proxy: ServedProxy, fakes: Fakes, run_id: str
+) -> None:
+    fakes.stripe.plan(
+        "create",
+        Planned(
+            Fault.FAIL_BEFORE,
+            503,
+            {"error": {"type": "api_error", "message": "try again"}},
+            {"Stripe-Should-Retry": "true"},
+        ),
+    )
+    intent = create_intent(new_client(proxy), run_id)
+
+    assert intent.amount == 1999
+    assert len(intents(fakes, run_id)) == 1
+    assert answer_headers(intent)["Idem-Outcome"] == "reconciled"
+
+
+def test_an_unknown_outcome_is_settled_by_resending_under_the_same_key(
+    proxy: ServedProxy, fakes: Fakes, run_id: str
+) -> None:
+    fakes.stripe.plan("create", Planned(Fault.DROP_AFTER))
+    with pytest.raises(stripe.APIError) as lost:
+        create_intent(new_client(proxy), run_id)
+    assert lost.value.http_status == 502
+    assert len(intents(fakes, run_id)) == 1
+
+    rerun = create_intent(new_client(proxy), run_id)
+
+    assert rerun.id == intents(fakes, run_id)[0]["id"]
+    assert len(intents(fakes, run_id)) == 1
+    assert answer_headers(rerun)["Idem-Outcome"] == "reconciled"
+    # Stripe itself answered the re-send from its idempotency cache.
+    assert answer_headers(rerun)["Idempotent-Replayed"] == "true"
+    resent = [s for s in fakes.stripe.seen_on("/v1/payment_intents") if run_id.encode() in s.body]
+    assert len(resent) == 2
+    assert {s.headers["Idempotency-Key"] for s in resent} == {
+        stripe_key(answer_headers(rerun)["Idem-Key"])
+    }

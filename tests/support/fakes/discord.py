@@ -1,0 +1,114 @@
+"""A Discord HTTP API that honours an enforced ``nonce`` like the real one.
+
+A message create with ``enforce_nonce: true`` and a nonce already used in this channel within
+``nonce_window_s`` answers with the message that nonce made, and creates nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from tests.support.fakes.service import Service, json_answer, perform
+
+BOT = {
+    "id": "1100000000000000001",
+    "username": "idem-bot",
+    "discriminator": "0",
+    "global_name": None,
+    "avatar": None,
+    "bot": True,
+}
+# Discord answers through Google's front end; discord.py reads a 429 without Via as a ban.
+_VIA = {"Via": "1.1 google"}
+
+
+class DiscordService(Service):
+    def __init__(self, nonce_window_s: float = 300.0) -> None:
+        super().__init__()
+        self.nonce_window_s = nonce_window_s
+        self.messages: list[dict[str, Any]] = []
+        self.nonces: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
+        self._ids = itertools.count(1)
+
+
+DISCORD = web.AppKey("discord", DiscordService)
+
+
+def _message(channel_id: str, payload: dict[str, Any], number: int) -> dict[str, Any]:
+    return {
+        "id": str(1200000000000000000 + number),
+        "channel_id": channel_id,
+        "type": 0,
+        "author": BOT,
+        "content": payload.get("content", ""),
+        "timestamp": "2026-01-01T00:00:00.000000+00:00",
+        "edited_timestamp": None,
+        "tts": False,
+        "mention_everyone": False,
+        "mentions": [],
+        "mention_roles": [],
+        "attachments": [],
+        "embeds": [],
+        "pinned": False,
+        "flags": 0,
+        "nonce": payload.get("nonce"),
+    }
+
+
+async def me(request: web.Request) -> web.Response:
+    await request.app[DISCORD].record(request)
+    return json_answer(BOT, headers=_VIA)
+
+
+async def application(request: web.Request) -> web.Response:
+    await request.app[DISCORD].record(request)
+    info = {
+        "id": BOT["id"],
+        "name": "idem-bot",
+        "description": "",
+        "icon": None,
+        "bot_public": False,
+        "bot_require_code_grant": False,
+        "owner": BOT,
+        "verify_key": "0" * 64,
+        "flags": 0,
+    }
+    return json_answer(info, headers=_VIA)
+
+
+async def create_message(request: web.Request) -> web.Response:
+    service = request.app[DISCORD]
+    body = await service.record(request)
+    if not request.headers.get("Authorization", "").startswith("Bot "):
+        return json_answer({"message": "401: Unauthorized", "code": 0}, status=401)
+    payload: dict[str, Any] = orjson.loads(body)
+    channel_id = request.match_info["channel_id"]
+    nonce = str(payload.get("nonce", ""))
+    if payload.get("enforce_nonce") and nonce:
+        used = service.nonces.get((channel_id, nonce))
+        if used is not None and time.monotonic() - used[0] < service.nonce_window_s:
+            return json_answer(used[1], headers=_VIA)
+
+    def apply() -> web.Response:
+        message = _message(channel_id, payload, next(service._ids))
+        service.messages.append(message)
+        service.effects.append(message)
+        if nonce:
+            service.nonces[(channel_id, nonce)] = (time.monotonic(), message)
+        return json_answer(message, headers=_VIA)
+
+    return await perform(request, service, "message", apply)
+
+
+def build_discord_app(nonce_window_s: float = 300.0) -> web.Application:
+    app = web.Application()
+    app[DISCORD] = DiscordService(nonce_window_s)
+    app.router.add_get("/api/v10/users/@me", me)
+    app.router.add_get("/api/v10/oauth2/applications/@me", application)
+    app.router.add_post("/api/v10/channels/{channel_id}/messages", create_message)
+    return app

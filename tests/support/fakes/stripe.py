@@ -1,0 +1,89 @@
+"""A Stripe API that honours ``Idempotency-Key`` like the real one.
+
+A request under a key it has seen gets the first answer again (``Idempotent-Replayed: true``);
+the same key with other parameters is a 400 ``idempotency_error``. Only requests that ran are
+remembered: a failure before running (a 503 from the edge) leaves the key unused.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+from urllib.parse import parse_qsl
+
+import orjson
+from aiohttp import web
+
+from tests.support.fakes.service import Service, json_answer, perform
+
+
+class StripeService(Service):
+    def __init__(self) -> None:
+        super().__init__()
+        self.intents: dict[str, dict[str, Any]] = {}
+        self.keys: dict[str, tuple[bytes, int, bytes]] = {}
+        self._ids = itertools.count(1)
+
+
+STRIPE = web.AppKey("stripe", StripeService)
+
+
+def _error(kind: str, message: str, status: int) -> web.Response:
+    return json_answer({"error": {"type": kind, "message": message}}, status=status)
+
+
+async def create_intent(request: web.Request) -> web.Response:
+    service = request.app[STRIPE]
+    body = await service.record(request)
+    if not request.headers.get("Authorization", "").startswith("Bearer sk_test_"):
+        return _error("invalid_request_error", "Invalid API Key provided", 401)
+    params = dict(parse_qsl(body.decode()))
+    key = request.headers.get("Idempotency-Key", "")
+    canonical = orjson.dumps(sorted(params.items()))
+    if key in service.keys:
+        first_params, status, answer = service.keys[key]
+        if first_params != canonical:
+            return _error(
+                "idempotency_error",
+                "Keys for idempotent requests can only be used with the same parameters",
+                400,
+            )
+        headers = {"Idempotent-Replayed": "true", "Idempotency-Key": key}
+        return web.Response(
+            status=status, body=answer, content_type="application/json", headers=headers
+        )
+
+    def apply() -> web.Response:
+        intent = {
+            "id": f"pi_{next(service._ids):06d}",
+            "object": "payment_intent",
+            "amount": int(params["amount"]),
+            "currency": params["currency"],
+            "status": "requires_payment_method",
+            "metadata": {k[9:-1]: v for k, v in params.items() if k.startswith("metadata[")},
+        }
+        service.intents[str(intent["id"])] = intent
+        service.effects.append(intent)
+        answer = orjson.dumps(intent)
+        if key:
+            service.keys[key] = (canonical, 200, answer)
+        return web.Response(body=answer, content_type="application/json")
+
+    return await perform(request, service, "create", apply)
+
+
+async def retrieve_intent(request: web.Request) -> web.Response:
+    service = request.app[STRIPE]
+    await service.record(request)
+    intent = service.intents.get(request.match_info["id"])
+    if intent is None:
+        return _error("invalid_request_error", "No such payment_intent", 404)
+    return json_answer(intent)
+
+
+def build_stripe_app() -> web.Application:
+    app = web.Application()
+    app[STRIPE] = StripeService()
+    app.router.add_post("/v1/payment_intents", create_intent)
+    app.router.add_get("/v1/payment_intents/{id}", retrieve_intent)
+    return app
