@@ -1,0 +1,50 @@
+"""The audit log of operator actions, and the per-agent limit on them that it makes possible.
+
+Every resolution and recovery action writes one entry (who, when, what, before and after) in
+the same store step as the change itself. The limit counts an agent's entries of the last
+minute, so it holds across proxies and CLIs sharing the store; two actions racing for the last
+slot may both pass, which is fine for a brake on runaway automation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from enum import StrEnum
+
+from idemproxy.errors import ProblemCode, RequestRefused
+from idemproxy.store.base import Store
+
+WINDOW_MS = 60_000
+
+
+class AuditAction(StrEnum):
+    RESOLVE = "review.resolve"
+    RESTART = "recover.restart"
+    ABANDON = "recover.abandon"
+    RETRY_DELIVERY = "delivery.retry"
+
+
+class ActionLimit:
+    """At most ``per_minute`` recovery actions per agent in any minute."""
+
+    def __init__(
+        self, store: Store, per_minute: int, clock_ms: Callable[[], int] | None = None
+    ) -> None:
+        self._store = store
+        self._per_minute = per_minute
+        self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+
+    async def check(self, agent: str) -> None:
+        """Raise ``rate-limited`` (with Retry-After) if the agent used up this minute."""
+        recent = await self._store.read_audit(agent, limit=self._per_minute)
+        window_start_ms = self._clock_ms() - WINDOW_MS
+        if len(recent) < self._per_minute or recent[0].ts_ms <= window_start_ms:
+            return
+        retry_after_s = max(1, -(-(recent[0].ts_ms - window_start_ms) // 1000))
+        raise RequestRefused(
+            ProblemCode.RATE_LIMITED,
+            f"agent {agent!r} had {self._per_minute} recovery actions in the last minute, the"
+            f" limit (recovery.actions_per_minute); retry in {retry_after_s} s",
+            retry_after_s=retry_after_s,
+        )

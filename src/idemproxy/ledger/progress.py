@@ -1,0 +1,129 @@
+"""Batch progress and the recovery strategy it calls for (SPEC 6), computed from the records.
+
+A record's state says where its effect stands::
+
+    completed, status < 400   completed action (its external id, if the route names one)
+    completed, status >= 400  failed action, not retryable: a repeat replays the failure
+    not_applied               failed action, retryable: a repeat is forwarded again
+    in_flight                 pending: an attempt holds the key now
+    unknown                   unknown outcome: waits for review, never re-sent
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from idemproxy.store.records import EffectRecord, RecordState
+
+
+class RecoveryStrategy(StrEnum):
+    RESTART_BATCH = "restart_batch"  # nothing external completed: re-run it all
+    SELECTIVE = "selective"  # re-run is safe: completed effects replay
+    MANUAL_ONLY = "manual_only"  # unknown outcomes need a human first
+    ABANDON = "abandon"  # an operator archived the batch
+
+
+@dataclass(frozen=True, slots=True)
+class BatchAction:
+    """One effect of a batch, as an operator or an agent runtime needs to see it."""
+
+    effect_key: str
+    tool_call: str
+    action: str
+    upstream: str
+    method: str
+    path: str
+    state: RecordState
+    status: int = 0
+    external_id: str = ""
+    reason: str = ""
+    retryable: bool = False
+    attempts: int = 0
+    updated_ms: int = 0
+    lease_expires_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Abandonment:
+    """Who archived a batch, when and why."""
+
+    actor: str
+    abandoned_ms: int
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchProgress:
+    """What a batch already did, in the shape an agent runtime resumes from."""
+
+    agent: str
+    batch: str
+    completed: tuple[BatchAction, ...]
+    failed: tuple[BatchAction, ...]
+    pending: tuple[BatchAction, ...]
+    unknown: tuple[BatchAction, ...]
+    strategy: RecoveryStrategy
+    replay: tuple[str, ...]  # tool calls whose effects a re-run gets replayed, not re-sent
+    abandoned: Abandonment | None = None
+
+
+def batch_action(record: EffectRecord) -> BatchAction:
+    status = record.response.status if record.response else 0
+    return BatchAction(
+        effect_key=str(record.key),
+        tool_call=record.meta.tool_call,
+        action=record.meta.action,
+        upstream=record.meta.upstream,
+        method=record.meta.method,
+        path=record.meta.path,
+        state=record.state,
+        status=status,
+        external_id=record.external_id,
+        reason=record.reason,
+        retryable=record.state is RecordState.NOT_APPLIED,
+        attempts=record.attempts,
+        updated_ms=record.updated_ms,
+        lease_expires_ms=record.lease_expires_ms if record.state is RecordState.IN_FLIGHT else 0,
+    )
+
+
+def batch_progress(
+    agent: str, batch: str, records: Iterable[EffectRecord], abandoned: Abandonment | None
+) -> BatchProgress:
+    """Sort the batch's records into progress and pick the strategy of SPEC 6."""
+    completed: list[BatchAction] = []
+    failed: list[BatchAction] = []
+    pending: list[BatchAction] = []
+    unknown: list[BatchAction] = []
+    for record in records:
+        action = batch_action(record)
+        if record.state is RecordState.IN_FLIGHT:
+            pending.append(action)
+        elif record.state is RecordState.UNKNOWN:
+            unknown.append(action)
+        elif record.state is RecordState.NOT_APPLIED or action.status >= 400:
+            failed.append(action)
+        else:
+            completed.append(action)
+    replay = tuple(dict.fromkeys(action.tool_call for action in completed))
+    if abandoned is not None:
+        strategy = RecoveryStrategy.ABANDON
+    elif unknown:
+        strategy = RecoveryStrategy.MANUAL_ONLY
+    elif completed:
+        strategy = RecoveryStrategy.SELECTIVE
+    else:
+        strategy = RecoveryStrategy.RESTART_BATCH
+    return BatchProgress(
+        agent=agent,
+        batch=batch,
+        completed=tuple(completed),
+        failed=tuple(failed),
+        pending=tuple(pending),
+        unknown=tuple(unknown),
+        strategy=strategy,
+        replay=replay,
+        abandoned=abandoned,
+    )

@@ -1,0 +1,177 @@
+"""Recovering a stuck batch: its progress, and the recovery an operator chooses (SPEC 6).
+
+The proxy does not re-run a batch: the agent (or its runtime) does, through the proxy, which
+replays what completed and sends only the rest. Recovery prepares that re-run and records the
+decision:
+
+- ``auto``: the strategy the records call for. ``restart_batch`` and ``selective`` clear the
+  batch's freed (``not_applied``) records so that the re-run sends them afresh even if its
+  request differs; ``manual_only`` is refused until the unknown outcomes are resolved.
+- ``restart``: the same preparation, asked for explicitly (also for an abandoned batch).
+- ``abandon``: archive the batch's records as they stand, then clear the freed ones. Completed
+  effects are never deleted (a later re-run still replays them) and unknown outcomes stay in
+  review: only a human can say whether they happened.
+
+Every recovery is refused while an effect of the batch is being sent, is rate limited per
+agent and is written to the audit log in the same step as its changes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from enum import StrEnum
+
+import orjson
+
+from idemproxy.errors import ProblemCode, RequestRefused
+from idemproxy.ledger import documents
+from idemproxy.ledger.audit import ActionLimit, AuditAction
+from idemproxy.ledger.progress import Abandonment, BatchProgress, RecoveryStrategy, batch_progress
+from idemproxy.ledger.review import not_found
+from idemproxy.store.base import Store
+from idemproxy.store.journal import AuditEntry, FreedRecord
+from idemproxy.store.records import EffectRecord, RecordState
+
+
+class RecoverMode(StrEnum):
+    AUTO = "auto"
+    RESTART = "restart"
+    ABANDON = "abandon"
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryPlan:
+    """What a recovery did, and what a re-run of the batch will do."""
+
+    agent: str
+    batch: str
+    mode: RecoverMode
+    strategy: RecoveryStrategy  # the batch's strategy once the recovery is done
+    replay: tuple[str, ...]  # tool calls whose completed effects a re-run gets replayed
+    cleared: tuple[str, ...]  # freed effect keys deleted: a re-run sends them afresh
+    review: tuple[str, ...]  # effect keys still waiting for a verdict
+    archived: bool
+    next_step: str
+
+
+class Recovery:
+    def __init__(self, store: Store, limit: ActionLimit) -> None:
+        self._store = store
+        self._limit = limit
+
+    async def progress(self, agent: str, batch: str) -> BatchProgress:
+        """The batch's progress; 404 if the store knows nothing of it."""
+        progress, _ = await self._load(agent, batch)
+        return progress
+
+    async def _load(self, agent: str, batch: str) -> tuple[BatchProgress, list[EffectRecord]]:
+        records = await self._store.batch_records(agent, batch)
+        archive = await self._store.read_archive(agent, batch)
+        if not records and archive is None:
+            if agent not in await self._store.list_agents():
+                raise not_found(f"agent {agent!r}")
+            raise not_found(f"batch {batch!r} of agent {agent!r}")
+        abandoned = _abandonment(archive) if archive is not None else None
+        return batch_progress(agent, batch, records, abandoned), records
+
+    async def recover(
+        self, agent: str, batch: str, mode: RecoverMode, actor: str, note: str = ""
+    ) -> RecoveryPlan:
+        await self._limit.check(agent)
+        progress, records = await self._load(agent, batch)
+        _refuse_unsafe(progress, mode)
+        freed = [
+            FreedRecord(record.key.effect_id, record.fence)
+            for record in records
+            if record.state is RecordState.NOT_APPLIED
+        ]
+        archive = None
+        if mode is RecoverMode.ABANDON:
+            archive = orjson.dumps(
+                {
+                    "actor": actor,
+                    "abandoned_ms": time.time_ns() // 1_000_000,
+                    "note": note,
+                    "progress": documents.value(progress),
+                }
+            )
+        audit = AuditEntry(
+            agent=agent,
+            action=AuditAction.ABANDON if archive else AuditAction.RESTART,
+            actor=actor,
+            target=batch,
+            before=_summary(progress),
+            after=f"{len(freed)} freed record(s) cleared" + (", archived" if archive else ""),
+            note=note,
+        )
+        cleared = await self._store.clear_batch(agent, batch, freed, archive, audit)
+        after = await self.progress(agent, batch)
+        return RecoveryPlan(
+            agent=agent,
+            batch=batch,
+            mode=mode,
+            strategy=after.strategy,
+            replay=after.replay,
+            cleared=tuple(f"{agent}/{effect_id}" for effect_id in cleared),
+            review=tuple(action.effect_key for action in after.unknown),
+            archived=archive is not None,
+            next_step=_next_step(after),
+        )
+
+
+def _refuse_unsafe(progress: BatchProgress, mode: RecoverMode) -> None:
+    """Raise ``state-conflict`` when the batch cannot be recovered this way now."""
+    if progress.pending:
+        calls = ", ".join(action.tool_call for action in progress.pending)
+        raise RequestRefused(
+            ProblemCode.STATE_CONFLICT,
+            f"tool call(s) {calls} are being sent right now; wait until they finish (or their"
+            " lease runs out and they join the review queue), then recover",
+            extra={"strategy": progress.strategy.value},
+        )
+    if mode is RecoverMode.ABANDON:
+        return
+    if progress.unknown:
+        keys = [action.effect_key for action in progress.unknown]
+        raise RequestRefused(
+            ProblemCode.STATE_CONFLICT,
+            f"{len(keys)} effect(s) of this batch have an unknown outcome, so a re-run would stop"
+            " at them: resolve each with `idemproxy review resolve KEY --as applied|not-applied`"
+            " first, or abandon the batch",
+            extra={"strategy": progress.strategy.value, "review": keys},
+        )
+    if mode is RecoverMode.AUTO and progress.abandoned is not None:
+        raise RequestRefused(
+            ProblemCode.STATE_CONFLICT,
+            f"this batch was abandoned by {progress.abandoned.actor}; recover it with"
+            " --strategy restart to re-run it anyway",
+            extra={"strategy": progress.strategy.value},
+        )
+
+
+def _abandonment(archive: bytes) -> Abandonment:
+    document = orjson.loads(archive)
+    return Abandonment(
+        actor=document["actor"], abandoned_ms=document["abandoned_ms"], note=document["note"]
+    )
+
+
+def _summary(progress: BatchProgress) -> str:
+    return (
+        f"{progress.strategy.value}: {len(progress.completed)} completed,"
+        f" {len(progress.failed)} failed, {len(progress.pending)} pending,"
+        f" {len(progress.unknown)} unknown"
+    )
+
+
+def _next_step(progress: BatchProgress) -> str:
+    if progress.strategy is RecoveryStrategy.ABANDON:
+        return "nothing: the batch is archived; do not re-run it unless you mean to"
+    if progress.strategy is RecoveryStrategy.SELECTIVE:
+        return (
+            "re-run the whole batch through the proxy with the same Idem-Batch and Idem-Tool-Call"
+            " ids: the tool calls listed under replay get their recorded responses, the rest are"
+            " sent"
+        )
+    return "re-run the whole batch through the proxy: nothing external completed"

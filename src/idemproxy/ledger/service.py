@@ -1,0 +1,190 @@
+"""The operator's view of the ledger, as JSON documents: what the admin API serves and what the
+CLI prints. :class:`Operator` is the seam: :class:`LedgerService` works on a store directly,
+:class:`~idemproxy.admin.client.AdminClient` asks a running proxy's admin API, and both give
+the same documents and raise the same :class:`~idemproxy.errors.RequestRefused` problems.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from idemproxy.errors import ProblemCode, RequestRefused
+from idemproxy.ledger import documents
+from idemproxy.ledger.audit import ActionLimit, AuditAction
+from idemproxy.ledger.documents import Document
+from idemproxy.ledger.recovery import RecoverMode, Recovery
+from idemproxy.ledger.review import Review, Verdict, not_found, parse_key
+from idemproxy.store.base import Store
+from idemproxy.store.journal import AuditEntry, DeliveryCursor
+from idemproxy.store.records import StoredResponse
+
+MAX_LIMIT = 1000
+
+
+class Operator(Protocol):
+    """Everything an operator can see and do; each call answers one JSON document."""
+
+    async def status(self) -> Document: ...
+    async def effect(self, key: str) -> Document: ...
+    async def events(self, agent: str, after: str | None, limit: int) -> Document: ...
+    async def batch(self, agent: str, batch: str) -> Document: ...
+    async def recover(
+        self, agent: str, batch: str, mode: str, actor: str, note: str
+    ) -> Document: ...
+    async def review(self, agent: str | None, limit: int) -> Document: ...
+    async def resolve(
+        self,
+        key: str,
+        verdict: str,
+        actor: str,
+        note: str,
+        external_id: str = "",
+        response: Document | None = None,
+    ) -> Document: ...
+    async def deliveries(self, agent: str | None) -> Document: ...
+    async def retry_delivery(self, agent: str, actor: str, note: str) -> Document: ...
+    async def audit(self, agent: str, limit: int) -> Document: ...
+
+
+class LedgerService:
+    """:class:`Operator` on a store."""
+
+    def __init__(self, store: Store, actions_per_minute: int = 60) -> None:
+        self._store = store
+        self._limit = ActionLimit(store, actions_per_minute)
+        self._review = Review(store, self._limit)
+        self._recovery = Recovery(store, self._limit)
+
+    async def status(self) -> Document:
+        agents = []
+        for agent in await self._store.list_agents():
+            unknown = len(await self._store.list_unknown(agent, MAX_LIMIT))
+            agents.append({"agent": agent, "unknown": unknown, **await self._delivery(agent)})
+        return {
+            "store": self._store.backend,
+            "unknown": sum(item["unknown"] for item in agents),
+            "backlog": sum(item["backlog"] for item in agents),
+            "parked": sum(1 for item in agents if item["parked"]),
+            "agents": agents,
+        }
+
+    async def effect(self, key: str) -> Document:
+        return documents.record(await self._review.item(parse_key(key)))
+
+    async def events(self, agent: str, after: str | None, limit: int) -> Document:
+        await self._known(agent)
+        try:
+            events = await self._store.read_events(agent, after, _bounded(limit))
+        except ValueError as exc:
+            raise RequestRefused(ProblemCode.INVALID_REQUEST, f"{exc}; pass an event id") from exc
+        return {"agent": agent, "events": [documents.event(event) for event in events]}
+
+    async def batch(self, agent: str, batch: str) -> Document:
+        return documents.value(await self._recovery.progress(agent, batch))
+
+    async def recover(self, agent: str, batch: str, mode: str, actor: str, note: str) -> Document:
+        try:
+            recover_mode = RecoverMode(mode)
+        except ValueError:
+            raise RequestRefused(
+                ProblemCode.INVALID_REQUEST,
+                f"{mode!r} is not a recovery strategy; use auto, restart or abandon",
+            ) from None
+        plan = await self._recovery.recover(agent, batch, recover_mode, actor, note)
+        return documents.value(plan)
+
+    async def review(self, agent: str | None, limit: int) -> Document:
+        if agent is not None:
+            await self._known(agent)
+        records = await self._review.queue(agent, _bounded(limit))
+        return {"items": [documents.record(record) for record in records]}
+
+    async def resolve(
+        self,
+        key: str,
+        verdict: str,
+        actor: str,
+        note: str,
+        external_id: str = "",
+        response: Document | None = None,
+    ) -> Document:
+        record = await self._review.resolve(
+            parse_key(key),
+            Verdict.parse(verdict),
+            actor,
+            note,
+            response=stored_response(response) if response is not None else None,
+            external_id=external_id,
+        )
+        return documents.record(record)
+
+    async def deliveries(self, agent: str | None) -> Document:
+        if agent is not None:
+            await self._known(agent)
+        agents = [agent] if agent is not None else await self._store.list_agents()
+        return {"agents": [await self._delivery(name) for name in agents]}
+
+    async def _delivery(self, agent: str) -> Document:
+        cursor = await self._store.read_cursor(agent)
+        backlog = await self._store.count_events(agent, cursor.acked or None)
+        return documents.delivery(agent, cursor, backlog)
+
+    async def retry_delivery(self, agent: str, actor: str, note: str) -> Document:
+        """Un-park an agent's delivery: the next pass sends its waiting events again."""
+        await self._known(agent)
+        await self._limit.check(agent)
+        cursor = await self._store.read_cursor(agent)
+        if not cursor.parked:
+            raise RequestRefused(
+                ProblemCode.STATE_CONFLICT,
+                f"delivery for agent {agent!r} is not parked: nothing to retry",
+                extra={"delivery": await self._delivery(agent)},
+            )
+        audit = AuditEntry(
+            agent=agent,
+            action=AuditAction.RETRY_DELIVERY,
+            actor=actor,
+            target=agent,
+            before=f"parked after {cursor.attempts} attempts: {cursor.last_error}",
+            after="delivering",
+            note=note,
+        )
+        fresh = DeliveryCursor(acked=cursor.acked, version=cursor.version)
+        if await self._store.write_cursor(agent, fresh, audit) is None:
+            raise RequestRefused(
+                ProblemCode.STATE_CONFLICT,
+                f"delivery for agent {agent!r} changed while retrying; look again and retry",
+            )
+        return await self._delivery(agent)
+
+    async def audit(self, agent: str, limit: int) -> Document:
+        await self._known(agent)
+        entries = await self._store.read_audit(agent, _bounded(limit))
+        return {"agent": agent, "entries": [documents.value(entry) for entry in entries]}
+
+    async def _known(self, agent: str) -> None:
+        if agent not in await self._store.list_agents():
+            raise not_found(f"agent {agent!r}")
+
+
+def _bounded(limit: int) -> int:
+    return max(0, min(limit, MAX_LIMIT))
+
+
+def stored_response(document: Any) -> StoredResponse:
+    """The response repeats of an effect resolved as applied get: ``{"status": 200,
+    "headers": {"content-type": "application/json"}, "body": "..."}`` (body as text)."""
+    try:
+        status = document["status"]
+        headers = document.get("headers", {})
+        body = document.get("body", "")
+        if not (isinstance(status, int) and 100 <= status <= 599 and isinstance(body, str)):
+            raise TypeError
+        pairs = tuple((str(name), str(value)) for name, value in headers.items())
+    except (TypeError, KeyError, AttributeError):
+        raise RequestRefused(
+            ProblemCode.INVALID_REQUEST,
+            'response must look like {"status": 200, "headers": {"content-type":'
+            ' "application/json"}, "body": "{...}"}',
+        ) from None
+    return StoredResponse(status, pairs, body.encode())
