@@ -112,6 +112,7 @@ class Match(Frozen):
         if not value.startswith("/"):
             raise ValueError(f"path template {value!r} must start with '/'")
         segments = value.split("/")[1:]
+        names: set[str] = set()
         for index, segment in enumerate(segments):
             if not _TEMPLATE_SEGMENT.match(segment):
                 raise ValueError(
@@ -119,6 +120,11 @@ class Match(Frozen):
                 )
             if segment.endswith("*}") and index != len(segments) - 1:
                 raise ValueError(f"'{segment}' may only stand as the last segment of {value!r}")
+            if segment.startswith("{"):
+                name = segment.strip("{*}")
+                if name in names:
+                    raise ValueError(f"'{{{name}}}' appears twice in {value!r}; name each apart")
+                names.add(name)
         return value
 
 
