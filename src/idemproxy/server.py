@@ -11,6 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from idemproxy.admin.app import build_admin_app
+from idemproxy.admin.background import ledger_tasks
 from idemproxy.config import LoadedConfig
 from idemproxy.instrumented import InstrumentedStore
 from idemproxy.metrics import Metrics
@@ -90,7 +91,8 @@ async def serve(loaded: LoadedConfig, stop: asyncio.Event | None = None) -> None
                 "upstreams": sorted(state.upstreams),
             },
         )
-        await stop.wait()
+        async with ledger_tasks(config, state.store, metrics):
+            await stop.wait()
         log.info(
             "shutting down: no new effects, in-flight ones get %.1f s", config.shutdown_timeout_s
         )

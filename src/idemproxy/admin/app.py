@@ -1,4 +1,4 @@
-"""The admin listener: health, readiness and Prometheus metrics."""
+"""The admin listener: health, readiness, Prometheus metrics and the admin API (admin/api.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ import asyncio
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from idemproxy.admin.api import add_api, problems
+from idemproxy.admin.auth import bearer_guard
+from idemproxy.ledger.service import LedgerService
 from idemproxy.proxy.handler import ProxyState
 from idemproxy.store.base import StoreError
 
@@ -38,8 +41,9 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 def build_admin_app(state: ProxyState) -> web.Application:
-    app = web.Application()
+    app = web.Application(middlewares=[bearer_guard(state.config.admin_token), problems])
     app[ADMIN_STATE] = state
+    add_api(app, LedgerService(state.store, state.config.recovery.actions_per_minute))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)

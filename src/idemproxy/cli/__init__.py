@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from idemproxy import __version__
-from idemproxy.cli import policies, serve
+from idemproxy.cli import operator, policies, serve
 from idemproxy.errors import ConfigError
 
 EXIT_CONFIG = 2
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     serve.register(verbs)
     policies.register(verbs)
+    operator.register(verbs)
     return parser
 
 
