@@ -173,6 +173,8 @@ class ProxyConfig(Frozen):
     admin_token: SecretStr | None = None
     log_level: LogLevel = LogLevel.INFO
     shutdown_timeout_s: Annotated[float, Field(ge=0, le=3600)] = 20.0
+    # Proxy processes sharing the listener (SO_REUSEPORT); one event loop uses one core.
+    workers: Annotated[int, Field(ge=1, le=64)] = 1
     upstreams: dict[UpstreamName, UpstreamConfig] = {}
     controller: ControllerConfig = ControllerConfig()
     recovery: RecoveryConfig = RecoveryConfig()
@@ -277,6 +279,12 @@ def load_config(
             f"admin_listen {config.admin_listen} is reachable from outside this host, so the"
             f" admin API needs a bearer token: set {ENV_PREFIX}ADMIN_TOKEN (or admin_token),"
             " or bind admin_listen to 127.0.0.1"
+        )
+    if config.workers > 1 and config.store.startswith("memory:"):
+        raise ConfigError(
+            f"workers is {config.workers} but the store is memory://, which lives inside one"
+            " process: each worker would keep its own records and a duplicate reaching another"
+            " worker would be sent again. Use workers: 1, or a sqlite:/// or redis:// store"
         )
     policies: dict[str, Policy] = {}
     for name in config.upstreams:

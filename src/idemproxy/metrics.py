@@ -1,14 +1,18 @@
 """Prometheus metrics (SPEC section 8): base units, bounded labels, never keys or raw paths.
 
-The registry is injected so each proxy (and each test) owns its own series.
+The registry is injected so each proxy (and each test) owns its own series. Under several
+workers (:mod:`idemproxy.workers`) each process writes its series to files in the directory
+named by ``PROMETHEUS_MULTIPROC_DIR`` and every worker's registry reports the sum of them all.
 """
 
 from __future__ import annotations
 
+import os
 from enum import StrEnum
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client import disable_created_metrics as _disable_created
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from idemproxy import __version__
 
@@ -27,10 +31,19 @@ class DuplicateKind(StrEnum):
     REUSED_KEY = "reused_key"
 
 
+MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
-        r = self.registry
+        r: CollectorRegistry | None = self.registry
+        multiprocess_dir = os.environ.get(MULTIPROCESS_DIR_ENV)
+        if multiprocess_dir and registry is None:
+            # Series live in the shared files, so they join no registry of their own: the
+            # collector reads every worker's files, this one's included.
+            MultiProcessCollector(self.registry, path=multiprocess_dir)  # type: ignore[no-untyped-call]
+            r = None
         self.requests = Counter(
             "idemproxy_requests",
             "Requests answered, by upstream, route and outcome.",
@@ -57,12 +70,16 @@ class Metrics:
             registry=r,
         )
         self.inflight_requests = Gauge(
-            "idemproxy_inflight_requests", "Requests being handled now.", registry=r
+            "idemproxy_inflight_requests",
+            "Requests being handled now.",
+            registry=r,
+            multiprocess_mode="livesum",
         )
         self.unknown_outcomes = Gauge(
             "idemproxy_unknown_outcomes",
             "Effects whose outcome is unknown and await review.",
             registry=r,
+            multiprocess_mode="livemax",  # read from the shared store: each worker sees the same
         )
         self.fenced_writes = Counter(
             "idemproxy_fenced_writes",
@@ -89,6 +106,8 @@ class Metrics:
             "idemproxy_controller_backlog",
             "Events waiting for delivery to the recovery controller.",
             registry=r,
+            multiprocess_mode="livemax",  # read from the shared store: each worker sees the same
         )
-        self.build_info = Info("idemproxy_build", "Build information.", registry=r)
+        # An Info is kept in memory only, so it joins the reporting registry in every mode.
+        self.build_info = Info("idemproxy_build", "Build information.", registry=self.registry)
         self.build_info.info({"version": __version__})

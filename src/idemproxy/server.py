@@ -58,7 +58,10 @@ async def _abandon(state: ProxyState) -> None:
         log.warning("abandoned in-flight effect", extra={"effect_key": str(key)})
 
 
-async def serve(loaded: LoadedConfig, stop: asyncio.Event | None = None) -> None:
+async def serve(
+    loaded: LoadedConfig, stop: asyncio.Event | None = None, *, reuse_port: bool = False
+) -> None:
+    """Serve until ``stop`` is set or a signal comes; ``reuse_port`` lets workers share sockets."""
     config = loaded.config
     if config.store.startswith("memory:"):
         log.warning(
@@ -78,8 +81,11 @@ async def serve(loaded: LoadedConfig, stop: asyncio.Event | None = None) -> None
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     try:
-        proxy_site = web.TCPSite(proxy_runner, config.listen.host, config.listen.port)
-        admin_site = web.TCPSite(admin_runner, config.admin_listen.host, config.admin_listen.port)
+        listen, admin_listen = config.listen, config.admin_listen
+        proxy_site = web.TCPSite(proxy_runner, listen.host, listen.port, reuse_port=reuse_port)
+        admin_site = web.TCPSite(
+            admin_runner, admin_listen.host, admin_listen.port, reuse_port=reuse_port
+        )
         await admin_site.start()
         await proxy_site.start()
         log.info(

@@ -25,7 +25,7 @@ def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
 
 def _flags(args: argparse.Namespace) -> dict[str, Any]:
     flags: dict[str, Any] = {}
-    for name in ("store", "listen", "admin_listen", "agent_id", "log_level"):
+    for name in ("store", "listen", "admin_listen", "agent_id", "log_level", "workers"):
         value = getattr(args, name, None)
         if value is not None:
             flags[name] = value
@@ -43,6 +43,10 @@ def _load(args: argparse.Namespace) -> LoadedConfig:
 def _serve(args: argparse.Namespace) -> int:
     loaded = _load(args)
     configure_logging(loaded.config.log_level)
+    if loaded.config.workers > 1:
+        from idemproxy.workers import run_workers
+
+        return run_workers(loaded)
     from idemproxy.server import serve
 
     asyncio.run(serve(loaded))
@@ -81,6 +85,9 @@ def _add_config_flags(parser: argparse.ArgumentParser, *, config_positional: boo
     parser.add_argument("--agent-id", dest="agent_id", help="agent id when requests name none")
     parser.add_argument(
         "--log-level", dest="log_level", choices=["debug", "info", "warning", "error"]
+    )
+    parser.add_argument(
+        "--workers", type=int, metavar="N", help="proxy processes sharing the listener (default 1)"
     )
 
 
