@@ -1,0 +1,101 @@
+"""The shipped packs classify the requests each service's SDK really sends."""
+
+from __future__ import annotations
+
+import pytest
+
+from idemproxy.config import load_config
+from idemproxy.policies.loader import load_policy
+from idemproxy.policies.matcher import RouteMatcher
+from idemproxy.policies.model import AdapterName, EffectClass
+
+SAFE, EXTERNAL, GENERATION = EffectClass.SAFE, EffectClass.EXTERNAL, EffectClass.GENERATION
+
+CASES = [
+    # pack, method, path below the upstream, route, effect, native key
+    ("discord", "POST", "/v10/channels/81/messages", "create_message", EXTERNAL, True),
+    ("discord", "PATCH", "/v10/channels/81/messages/9", "edit_message", EXTERNAL, False),
+    ("discord", "DELETE", "/v10/channels/81/messages/9", "delete_message", EXTERNAL, False),
+    ("discord", "PUT", "/v10/channels/81/messages/9/reactions/👍/@me", "add_reaction",
+     EXTERNAL, False),
+    ("discord", "DELETE", "/v10/channels/81/messages/9/reactions/👍/@me", "remove_own_reaction",
+     EXTERNAL, False),
+    ("discord", "DELETE", "/v10/channels/81/messages/9/reactions/👍/55", "remove_user_reaction",
+     EXTERNAL, False),
+    ("discord", "POST", "/v10/webhooks/1/tok", "execute_webhook", EXTERNAL, False),
+    ("discord", "POST", "/v10/channels/81/typing", "trigger_typing", SAFE, False),
+    ("discord", "GET", "/v10/users/@me", "read", SAFE, False),
+    ("discord", "PATCH", "/v10/guilds/1", "other_write", EXTERNAL, False),
+    ("bluesky", "POST", "/xrpc/com.atproto.server.createSession", "create_session", SAFE, False),
+    ("bluesky", "POST", "/xrpc/com.atproto.repo.createRecord", "create_record", EXTERNAL, True),
+    ("bluesky", "POST", "/xrpc/com.atproto.repo.applyWrites", "apply_writes", EXTERNAL, False),
+    ("bluesky", "POST", "/xrpc/com.atproto.repo.uploadBlob", "upload_blob", EXTERNAL, False),
+    ("bluesky", "GET", "/xrpc/app.bsky.feed.getTimeline", "read", SAFE, False),
+    ("bluesky", "POST", "/xrpc/app.bsky.actor.putPreferences", "other_procedure", EXTERNAL, False),
+    ("stripe", "POST", "/v1/payment_intents", "write", EXTERNAL, True),
+    ("stripe", "POST", "/v1/refunds", "write", EXTERNAL, True),
+    ("stripe", "GET", "/v1/charges/ch_1", "read", SAFE, False),
+    ("stripe", "DELETE", "/v1/customers/cus_1", "delete", EXTERNAL, False),
+    ("slack", "POST", "/api/chat.postMessage", "chat_post_message", EXTERNAL, False),
+    ("slack", "POST", "/api/conversations.history", "conversations_history", SAFE, False),
+    ("slack", "POST", "/api/admin.users.invite", "other_method", EXTERNAL, False),
+    ("openai", "POST", "/v1/chat/completions", "chat_completions", GENERATION, False),
+    ("openai", "POST", "/v1/responses", "responses", GENERATION, False),
+    ("openai", "POST", "/v1/embeddings", "embeddings", SAFE, False),
+    ("openai", "GET", "/v1/models", "read", SAFE, False),
+    ("openai", "POST", "/v1/files", "upload_file", EXTERNAL, False),
+    ("anthropic", "POST", "/v1/messages", "messages", GENERATION, False),
+    ("anthropic", "POST", "/v1/messages/count_tokens", "count_tokens", SAFE, False),
+    ("anthropic", "POST", "/v1/messages/batches", "create_message_batch", EXTERNAL, False),
+    ("anthropic", "GET", "/v1/models", "read", SAFE, False),
+    ("generic", "PUT", "/anything/at/all", "write", EXTERNAL, False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("pack", "method", "path", "name", "effect", "native"), CASES)
+def test_requests_land_on_the_route_the_service_needs(
+    pack: str, method: str, path: str, name: str, effect: EffectClass, native: bool
+) -> None:
+    route = RouteMatcher(load_policy(pack)).match(method, path)
+    assert (route.name, route.effect, route.native_key) == (name, effect, native)
+
+
+def test_volatile_fields_cover_what_the_sdks_regenerate() -> None:
+    discord = RouteMatcher(load_policy("discord")).match("POST", "/v10/channels/1/messages")
+    bluesky = RouteMatcher(load_policy("bluesky"))
+    assert discord.volatile_fields == ("/nonce",)
+    for procedure in ("createRecord", "putRecord"):
+        route = bluesky.match("POST", f"/xrpc/com.atproto.repo.{procedure}")
+        assert route.volatile_fields == ("/record/createdAt",)
+
+
+def test_adapters_and_windows_of_the_packs() -> None:
+    windows = {name: load_policy(name).window_s for name in ("stripe", "discord", "bluesky")}
+    assert windows == {"stripe": 23 * 3600, "discord": 120, "bluesky": None}
+    assert load_policy("slack").adapter is AdapterName.NONE
+
+
+def test_generation_routes_let_untagged_calls_through() -> None:
+    for pack, path in (("openai", "/v1/chat/completions"), ("anthropic", "/v1/messages")):
+        route = RouteMatcher(load_policy(pack)).match("POST", path)
+        assert route.on_missing_key == "passthrough"
+
+
+def test_serve_picks_the_pack_named_like_the_upstream() -> None:
+    loaded = load_config(
+        environ={},
+        flags={
+            "upstreams.discord.url": "https://discord.com/api",
+            "upstreams.openai.url": "https://api.openai.com",
+            "upstreams.billing.url": "https://api.stripe.com",
+            "upstreams.payments.url": "https://api.stripe.com",
+            "upstreams.payments.policy": "stripe",
+        },
+    )
+    names = {upstream: policy.name for upstream, policy in loaded.policies.items()}
+    assert names == {
+        "discord": "discord",
+        "openai": "openai",
+        "billing": "generic",
+        "payments": "stripe",
+    }
