@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 
 from aiohttp import ClientSession, web
+from prometheus_client import Counter
 
 from idemproxy.config import ProxyConfig
 from idemproxy.effectkeys import (
@@ -70,24 +71,33 @@ def key_headers(request: web.Request) -> KeyHeaders:
 
 async def read_body(request: web.Request, limit_bytes: int) -> bytes:
     """The whole request body, refused as soon as it is known to exceed the route's limit."""
-    too_large = RequestRefused(
-        ProblemCode.BODY_TOO_LARGE,
-        f"the request body exceeds this route's limit of {limit_bytes} bytes; send less, or raise"
-        " max_body_bytes in the route's policy",
-    )
-    if request.content_length is not None and request.content_length > limit_bytes:
-        raise too_large
+    length = request.content_length
+    if length is not None:
+        if length > limit_bytes:
+            raise body_too_large(limit_bytes)
+        return await request.read()  # the parser stops at Content-Length
     body = bytearray()
     async for chunk in request.content.iter_any():
         body += chunk
         if len(body) > limit_bytes:
-            raise too_large
+            raise body_too_large(limit_bytes)
     return bytes(body)
+
+
+def body_too_large(limit_bytes: int) -> RequestRefused:
+    return RequestRefused(
+        ProblemCode.BODY_TOO_LARGE,
+        f"the request body exceeds this route's limit of {limit_bytes} bytes; send less, or raise"
+        " max_body_bytes in the route's policy",
+    )
 
 
 class ProxyHandler:
     def __init__(self, state: ProxyState) -> None:
         self.state = state
+        # labels() takes a lock and checks its arguments on every call; the label sets are
+        # few (upstream x route x outcome), so each child is looked up once.
+        self._answered: dict[tuple[str, str, str], Counter] = {}
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
@@ -115,7 +125,7 @@ class ProxyHandler:
             metrics.inflight_requests.dec()
         elapsed_s = time.perf_counter() - started
         metrics.request_duration.observe(elapsed_s)
-        metrics.requests.labels(upstream_name, route_name, outcome).inc()
+        self._count(upstream_name, route_name, outcome)
         access_log.info(
             "%s %s -> %s %s",
             request.method,
@@ -132,6 +142,13 @@ class ProxyHandler:
             },
         )
         return response
+
+    def _count(self, upstream: str, route: str, outcome: str) -> None:
+        labels = (upstream, route, outcome)
+        child = self._answered.get(labels)
+        if child is None:
+            child = self._answered[labels] = self.state.metrics.requests.labels(*labels)
+        child.inc()
 
     async def _dispatch(
         self, request: web.Request, target: Target, route: Route
