@@ -155,11 +155,14 @@ def test_how_each_adapter_settles_an_unknown_outcome() -> None:
     assert adapter_for(load_policy("slack")).settle(0) is Settle.REVIEW
 
 
+DISCORD_CREATE = RouteMatcher(load_policy("discord")).match("POST", "/v10/channels/1/messages")
+
+
 @given(st.integers(0, 2**64), st.integers(0, 2**64), st.text(max_size=40))
 def test_a_volatile_field_never_changes_the_digest_but_content_does(
     nonce_a: int, nonce_b: int, content: str
 ) -> None:
-    route = RouteMatcher(load_policy("discord")).match("POST", "/v10/channels/1/messages")
+    route = DISCORD_CREATE
 
     def digest(body: dict[str, object]) -> str:
         return fingerprint(
