@@ -32,6 +32,7 @@ from types import FrameType
 
 from prometheus_client.multiprocess import mark_process_dead
 
+from idemproxy import eventloop
 from idemproxy.config import LoadedConfig
 from idemproxy.logs import configure_logging
 from idemproxy.metrics import MULTIPROCESS_DIR_ENV
@@ -143,7 +144,7 @@ def _worker(loaded: LoadedConfig) -> None:
     # on one SIGTERM. Two signals would cut a worker's drain short.
     os.setpgrp()
     configure_logging(loaded.config.log_level)
-    asyncio.run(_serve_until_orphaned(loaded))
+    eventloop.run(_serve_until_orphaned(loaded))
 
 
 async def _serve_until_orphaned(loaded: LoadedConfig) -> None:

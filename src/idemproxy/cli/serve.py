@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from pathlib import Path
 from typing import Any
 
+from idemproxy import eventloop
 from idemproxy.config import LoadedConfig, load_config
 from idemproxy.errors import ConfigError
 from idemproxy.logs import configure_logging
@@ -49,7 +49,7 @@ def _serve(args: argparse.Namespace) -> int:
         return run_workers(loaded)
     from idemproxy.server import serve
 
-    asyncio.run(serve(loaded))
+    eventloop.run(serve(loaded))
     return 0
 
 
