@@ -20,6 +20,7 @@ import platform
 import shutil
 import sys
 import tempfile
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from load import Cell, CommandCounter, wrk
 from memory import Footprint, footprints
-from procs import Proc, ensure_tools, free_port, peak_rss_mib, port_taken
+from procs import Proc, cpu_s, ensure_tools, free_port, peak_rss_mib, port_taken
 from report import Case, Row, print_report
 
 HERE = Path(__file__).resolve().parent
@@ -62,7 +63,9 @@ class Bench:
     run_id: str
     python: str
 
-    def cells(self, base_url: str, cases: tuple[Case, ...]) -> dict[tuple[Case, int], Cell]:
+    def cells(
+        self, base_url: str, cases: tuple[Case, ...], pid: int | None = None
+    ) -> dict[tuple[Case, int], Cell]:
         counter = CommandCounter(self.redis_port)
         results: dict[tuple[Case, int], Cell] = {}
         try:
@@ -72,9 +75,10 @@ class Bench:
                     env["BENCH_PATH"] = case.path
                     if case.script == "replay.lua":
                         _record_once(base_url, env["BENCH_RUN"])
-                    before = counter.snapshot()
+                    before, cpu_before = counter.snapshot(), cpu_s(pid) if pid else 0.0
                     cell = wrk(base_url, case.script, conns, self.duration, env)
-                    results[case, conns] = counter.per_request(before, cell)
+                    cpu = cpu_s(pid) - cpu_before if pid else 0.0
+                    results[case, conns] = counter.per_request(before, cell, cpu)
         finally:
             counter.close()
         return results
@@ -95,6 +99,15 @@ def _warm(url: str) -> None:
     for _ in range(20):
         with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=5) as answer:
             answer.read()
+
+
+def _wait_listening(proc: Proc, workers: int, timeout_s: float = 30.0) -> None:
+    """The port opens with the first worker; measure only once every worker listens."""
+    deadline = time.monotonic() + timeout_s
+    while proc.log_path.read_text(errors="replace").count('"idemproxy listening"') < workers:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"bench: {workers} workers did not all start; see {proc.log_path}")
+        time.sleep(0.05)
 
 
 @contextlib.contextmanager
@@ -187,9 +200,10 @@ def _measure(
     for count in workers:
         proc, port = _idemproxy(bench, count)
         with _started(proc, port):
+            _wait_listening(proc, count)
             _warm(f"http://127.0.0.1:{port}/up/api/messages")
             cases = CASES if count == workers[0] else CASES[:3]
-            cells = bench.cells(f"http://127.0.0.1:{port}", cases)
+            cells = bench.cells(f"http://127.0.0.1:{port}", cases, proc.pid)
             peak = peak_rss_mib(proc.pid)
             rows += [
                 Row(
@@ -224,7 +238,7 @@ def _reference_cells(bench: Bench) -> dict[tuple[Case, int], Cell]:
         with _started(proc, port):
             _warm(f"http://127.0.0.1:{port}/up/api/messages")
             cases = tuple(case for case in CASES if case.reference_mode == mode)
-            results.update(bench.cells(f"http://127.0.0.1:{port}", cases))
+            results.update(bench.cells(f"http://127.0.0.1:{port}", cases, proc.pid))
             print(f"reference {mode}: peak RSS {peak_rss_mib(proc.pid):.1f} MiB", flush=True)
     return results
 
