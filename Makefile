@@ -36,7 +36,8 @@ test: dev  ## lint, types, and the whole suite against a real Redis
 serve: install  ## run the proxy on the embedded store: make serve UPSTREAM=name=https://api...
 	$(BIN)/idemproxy serve $(if $(UPSTREAM),--upstream $(UPSTREAM),--config examples/idemproxy.yaml)
 
-bench: install  ## idemproxy vs the reference proxy under wrk, one table (DUR=3s per cell)
+bench: $(BIN)/python  ## idemproxy vs the reference proxy under wrk, one table (DUR=3s per cell)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[fast]'
 	$(BIN)/python bench/run.py
 
 clean:

@@ -115,6 +115,16 @@ def status_kib(pid: int, field: str) -> int:
     return 0
 
 
+def cpu_s(pid: int) -> float:
+    """CPU time (user + system) ``pid`` and its workers have used so far."""
+    ticks = 0
+    for member in family(pid):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = Path(f"/proc/{member}/stat").read_text().rpartition(")")[2].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mib(pid: int) -> float:
     """Resident memory of ``pid`` and its workers, now."""
     return sum(status_kib(p, "VmRSS") for p in family(pid)) / 1024

@@ -29,8 +29,9 @@ class Row:
 
 def _cell(cell: Cell | None) -> str:
     if cell is None:
-        return "| | | "
-    return f"| {cell.req_s:,.0f} | {cell.p50_ms:.2f} | {cell.p99_ms:.2f} "
+        return "| | | | "
+    cpu = f"{cell.cpu_us:,.0f}" if cell.cpu_us else ""
+    return f"| {cell.req_s:,.0f} | {cell.p50_ms:.2f} | {cell.p99_ms:.2f} | {cpu} "
 
 
 def _redis(cell: Cell | None) -> str:
@@ -40,10 +41,11 @@ def _redis(cell: Cell | None) -> str:
 def print_report(rows: list[Row], machine: str, duration: str, memory: list[Footprint]) -> None:
     print(f"\nidemproxy vs reference miniproxy.py ({machine}; wrk -t1 -d{duration} per cell)\n")
     print(
-        "| case | workers | conns | idemproxy req/s | p50 ms | p99 ms | reference req/s | p50 ms"
-        " | p99 ms | ratio | p50 added ms | Redis trips / cmds per req: idemproxy | reference |"
+        "| case | workers | conns | idemproxy req/s | p50 ms | p99 ms | CPU us/req"
+        " | reference req/s | p50 ms | p99 ms | CPU us/req | ratio | p50 added ms"
+        " | Redis trips / cmds per req: idemproxy | reference |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         ratio = added = ""
         if row.reference is not None:

@@ -8,13 +8,14 @@ prints one markdown table. Everything stays on 127.0.0.1.
 Environment: DUR (wrk duration per cell, default 3s), WORKERS (idemproxy worker counts to
 compare, default "1 2"), MEM=0 to skip the memory scenarios, HUGE_MB (default 100),
 SSE_EVENTS (default 30000), CALLS (default 1000), MINIPROXY (path of miniproxy.py),
-UVLOOP=1 to run both proxies on uvloop.
+LOOP=asyncio|uvloop (default: uvloop when installed; both proxies always run on the same loop).
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import importlib.util
 import os
 import platform
 import shutil
@@ -62,6 +63,7 @@ class Bench:
     redis_port: int
     run_id: str
     python: str
+    loop: str
 
     def cells(
         self, base_url: str, cases: tuple[Case, ...], pid: int | None = None
@@ -134,7 +136,14 @@ def _idemproxy(bench: Bench, workers: int) -> tuple[Proc, int]:
     args = [str(script), "serve", "--config", str(config)]
     if workers > 1:
         args += ["--workers", str(workers)]
-    return Proc(f"idemproxy-{workers}", args, bench.workdir), port
+    proc = Proc(f"idemproxy-{workers}", args, bench.workdir)
+    if bench.loop == "asyncio":
+        # A module that fails to import shadows uvloop, in the workers too.
+        shadow = bench.workdir / "no-uvloop"
+        shadow.mkdir(exist_ok=True)
+        (shadow / "uvloop.py").write_text("raise ImportError('the bench runs on asyncio')\n")
+        proc.env["PYTHONPATH"] = str(shadow)
+    return proc, port
 
 
 def _upstreams(bench: Bench, stack: contextlib.ExitStack, tools: dict[str, str]) -> int:
@@ -230,7 +239,7 @@ def _reference_cells(bench: Bench) -> dict[tuple[Case, int], Cell]:
     for mode in ("pass", "redis"):
         port = free_port()
         args = [bench.python, str(HERE / "reference.py"), str(miniproxy), mode, str(port)]
-        if os.environ.get("UVLOOP") == "1":
+        if bench.loop == "uvloop":
             args.append("uvloop")
         proc = Proc(
             f"miniproxy-{mode}", args, bench.workdir, BENCH_REDIS_PORT=str(bench.redis_port)
@@ -269,15 +278,16 @@ def main() -> None:
     duration = os.environ.get("DUR", "3s")
     workdir = Path(tempfile.mkdtemp(prefix="idemproxy-bench-"))
     workdir.chmod(0o755)  # nginx workers run as another user and read the bodies from here
-    bench = Bench(workdir, duration, free_port(), uuid.uuid4().hex[:8], sys.executable)
-    print(f"bench: {_machine()}; wrk -t1 -d{duration}; logs in {workdir}", flush=True)
+    loop = os.environ.get("LOOP") or ("uvloop" if importlib.util.find_spec("uvloop") else "asyncio")
+    bench = Bench(workdir, duration, free_port(), uuid.uuid4().hex[:8], sys.executable, loop)
+    print(f"bench: {_machine()}; {loop}; wrk -t1 -d{duration}; logs in {workdir}", flush=True)
     try:
         with contextlib.ExitStack() as stack:
             rows, memory = _measure(bench, stack, tools)
     except BaseException:
         print(f"bench: failed; logs kept in {workdir}", file=sys.stderr)
         raise
-    print_report(rows, _machine(), duration, memory)
+    print_report(rows, f"{_machine()}; event loop {loop}", duration, memory)
     shutil.rmtree(workdir, ignore_errors=True)
 
 
