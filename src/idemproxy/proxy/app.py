@@ -9,6 +9,7 @@ from aiohttp import ClientSession, TCPConnector, web
 from idemproxy import __version__
 from idemproxy.proxy.effects import EffectFlow
 from idemproxy.proxy.handler import ProxyHandler, ProxyState
+from idemproxy.proxy.malformed import quiet_malformed_requests
 
 PROXY_STATE = web.AppKey("proxy_state", ProxyState)
 
@@ -34,6 +35,7 @@ async def _client_session(app: web.Application) -> AsyncIterator[None]:
 
 
 def build_proxy_app(state: ProxyState) -> web.Application:
+    quiet_malformed_requests()
     app = web.Application(client_max_size=0)
     app[PROXY_STATE] = state
     app.cleanup_ctx.append(_client_session)
