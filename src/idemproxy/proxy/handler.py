@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 
 from aiohttp import ClientSession, web
+from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import Counter
 
 from idemproxy.config import ProxyConfig
@@ -70,7 +71,21 @@ def key_headers(request: web.Request) -> KeyHeaders:
 
 
 async def read_body(request: web.Request, limit_bytes: int) -> bytes:
-    """The whole request body, refused as soon as it is known to exceed the route's limit."""
+    """The whole request body, refused as soon as it is known to exceed the route's limit.
+
+    A body cut short (the client left, or its chunked framing broke) is refused as well:
+    nothing has been claimed or sent yet, so an incomplete request never becomes an effect.
+    """
+    try:
+        return await _read_within(request, limit_bytes)
+    except (ConnectionResetError, HttpProcessingError) as exc:
+        raise RequestRefused(
+            ProblemCode.INVALID_REQUEST,
+            "the request body ended before it was complete; nothing was sent: resend it whole",
+        ) from exc
+
+
+async def _read_within(request: web.Request, limit_bytes: int) -> bytes:
     length = request.content_length
     if length is not None:
         if length > limit_bytes:
