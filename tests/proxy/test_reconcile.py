@@ -59,6 +59,9 @@ async def test_concurrent_repeats_of_an_unknown_stripe_call_resend_it_once(
     stripe.plan("create", Planned(Fault.DROP_AFTER))
     lost = await client.post("/up/v1/payment_intents", data=INTENT, headers=STRIPE_HEADERS)
     assert lost.status == 502
+    # The native key went with it, so the SDK is told a retry helps.
+    assert lost.headers["Stripe-Should-Retry"] == "true"
+    assert lost.headers["x-should-retry"] == "true"
 
     async def repeat() -> tuple[int, bytes, str]:
         response = await client.post("/up/v1/payment_intents", data=INTENT, headers=STRIPE_HEADERS)
@@ -84,7 +87,8 @@ async def test_past_stripes_window_an_unknown_call_waits_for_review(
     store = MemoryStore(clock_ms=lambda: wall_clock_ms() - ONE_DAY_MS)
     client = await proxy_for(aiohttp_client, upstream, "stripe", store)
     stripe.plan("create", Planned(Fault.DROP_AFTER))
-    await client.post("/up/v1/payment_intents", data=INTENT, headers=STRIPE_HEADERS)
+    lost = await client.post("/up/v1/payment_intents", data=INTENT, headers=STRIPE_HEADERS)
+    assert lost.headers["Stripe-Should-Retry"] == "false"  # past the window: a retry cannot help
 
     held = await client.post("/up/v1/payment_intents", data=INTENT, headers=STRIPE_HEADERS)
 
@@ -104,6 +108,7 @@ async def test_concurrent_repeats_of_an_unknown_create_read_it_back_and_post_onc
     path = "/up/xrpc/com.atproto.repo.createRecord"
     lost = await client.post(path, data=POST, headers=PDS_HEADERS)
     assert lost.status == 502
+    assert lost.headers["x-should-retry"] == "true"
 
     async def repeat() -> tuple[int, dict[str, Any]]:
         response = await client.post(path, data=POST, headers=PDS_HEADERS)

@@ -77,8 +77,9 @@ def test_an_unknown_outcome_is_settled_by_resending_under_the_same_key(
 ) -> None:
     fakes.stripe.plan("create", Planned(Fault.DROP_AFTER))
     with pytest.raises(stripe.APIError) as lost:
-        create_intent(new_client(proxy), run_id)
+        create_intent(new_client(proxy, retries=0), run_id)  # then the agent crashed
     assert lost.value.http_status == 502
+    assert "a retry with the same key settles the outcome" in str(lost.value.http_body)
     assert len(intents(fakes, run_id)) == 1
 
     rerun = create_intent(new_client(proxy), run_id)
@@ -93,3 +94,16 @@ def test_an_unknown_outcome_is_settled_by_resending_under_the_same_key(
     assert {s.headers["Idempotency-Key"] for s in resent} == {
         stripe_key(answer_headers(rerun)["Idem-Key"])
     }
+
+
+def test_an_sdk_retry_after_a_lost_connection_settles_it_in_the_same_call(
+    proxy: ServedProxy, fakes: Fakes, run_id: str
+) -> None:
+    fakes.stripe.plan("create", Planned(Fault.DROP_AFTER))
+
+    intent = create_intent(new_client(proxy), run_id)
+
+    # The proxy's 502 told the SDK a retry helps; the retry re-sent under the same key.
+    assert intent.id == intents(fakes, run_id)[0]["id"]
+    assert len(intents(fakes, run_id)) == 1
+    assert answer_headers(intent)["Idem-Outcome"] == "reconciled"

@@ -209,14 +209,20 @@ class EffectFlow:
         code = (
             ProblemCode.UPSTREAM_TIMEOUT if failure.timed_out else ProblemCode.UPSTREAM_DISCONNECTED
         )
+        settles = not retryable and await self.native.settles(ctx)
         if retryable:
             detail = f"{failure.reason}; this generation may be retried with the same key"
+        elif settles:
+            detail = (
+                f"the request was sent but {failure.reason}; it carried the upstream's own dedupe"
+                " key, so a retry with the same key settles the outcome without acting twice"
+            )
         else:
             detail = (
                 f"the request was sent but {failure.reason}; whether it took effect is unknown,"
                 " so the key is held for review and will not be re-sent"
             )
-        raise RequestRefused(code, detail)
+        raise RequestRefused(code, detail, retry_after_s=1 if settles else None)
 
     async def _settle(self, key: RecordKey, fence: int, settlement: Settlement) -> None:
         """Write the outcome, shielded from cancellation and retried through short store blips.

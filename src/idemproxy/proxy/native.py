@@ -57,6 +57,12 @@ class Verified:
     settlement: Settlement
 
 
+def age_ms(record: EffectRecord) -> int:
+    """How long ago the record's first attempt was claimed, when its native key was first sent
+    at the earliest."""
+    return time.time_ns() // 1_000_000 - record.created_ms
+
+
 class NativeDedupe:
     def __init__(self, store: Store, session: ClientSession) -> None:
         self.store = store
@@ -75,8 +81,7 @@ class NativeDedupe:
         sent = self.outgoing(ctx)
         if not sent.native:
             return None
-        age_ms = time.time_ns() // 1_000_000 - record.created_ms
-        plan = adapter.settle(age_ms)
+        plan = adapter.settle(age_ms(record))
         if plan is Settle.RESEND:
             reason = f"{adapter.name}: the native key is inside its dedupe window; re-sent under it"
             return await self._resolve(ctx, Resolution(RecordState.NOT_APPLIED, reason=reason))
@@ -96,6 +101,18 @@ class NativeDedupe:
                 reason = f"{adapter.name}: read back, the effect does not exist"
                 return await self._resolve(ctx, Resolution(RecordState.NOT_APPLIED, reason=reason))
         return None
+
+    async def settles(self, ctx: EffectContext) -> bool:
+        """True when an unknown outcome of this request could be settled by a retry now."""
+        if not self.outgoing(ctx).native:
+            return False
+        try:
+            record = await self.store.get(ctx.key.record_key)
+        except StoreError:
+            return False
+        if record is None:
+            return False
+        return ctx.target.upstream.adapter.settle(age_ms(record)) is not Settle.REVIEW
 
     def verifies(self, ctx: EffectContext, sent: Outgoing, status: int) -> bool:
         """True when this answer to a native-key request must be checked by a read-back."""

@@ -33,7 +33,8 @@ _STATUS: dict[ProblemCode, tuple[int, str]] = {
 }
 
 # Answers a client retry can change: nothing was sent, or the store or holder may soon be back.
-# Every other refusal tells SDK retry loops to stop, since a retry gets the same answer.
+# A refusal that names a Retry-After is retryable too. Every other refusal tells SDK retry
+# loops to stop, since a retry gets the same answer.
 _RETRYABLE = frozenset(
     {
         ProblemCode.REQUEST_IN_PROGRESS,
@@ -73,7 +74,8 @@ def problem_response(
     if effect_key is not None:
         document["effect_key"] = effect_key
     document.update(extra or {})
-    headers = {"Idem-Outcome": str(code), **should_retry_headers(code in _RETRYABLE)}
+    retryable = code in _RETRYABLE or retry_after_s is not None
+    headers = {"Idem-Outcome": str(code), **should_retry_headers(retryable)}
     if effect_key is not None:
         headers["Idem-Key"] = effect_key
     if retry_after_s is not None:
