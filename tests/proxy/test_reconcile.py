@@ -6,7 +6,8 @@ import asyncio
 from typing import Any
 
 import orjson
-from aiohttp import web
+import pytest
+from aiohttp import ClientResponse, web
 from aiohttp.test_utils import TestClient, TestServer
 
 from idemproxy.config import load_config
@@ -15,7 +16,7 @@ from idemproxy.proxy.app import build_proxy_app
 from idemproxy.server import build_state
 from idemproxy.store.memory import MemoryStore, wall_clock_ms
 from tests.proxy.conftest import ProxyTestServer
-from tests.support.fakes.pds import DID, PDS, build_pds_app
+from tests.support.fakes.pds import DID, PDS, PdsService, build_pds_app
 from tests.support.fakes.service import Fault, Planned
 from tests.support.fakes.stripe import STRIPE, build_stripe_app
 
@@ -98,20 +99,30 @@ async def test_past_stripes_window_an_unknown_call_waits_for_review(
     assert len(stripe.seen_on("/v1/payment_intents")) == 1
 
 
-async def test_concurrent_repeats_of_an_unknown_create_read_it_back_and_post_once(
-    aiohttp_server: Any, aiohttp_client: Any
-) -> None:
+@pytest.fixture
+async def bluesky(aiohttp_server: Any, aiohttp_client: Any) -> tuple[Client, PdsService]:
+    """The bluesky pack in front of a fake PDS."""
     upstream = await aiohttp_server(build_pds_app())
-    pds = upstream.app[PDS]
-    client = await proxy_for(aiohttp_client, upstream, "bluesky")
+    return await proxy_for(aiohttp_client, upstream, "bluesky"), upstream.app[PDS]
+
+
+async def create_post(client: Client) -> ClientResponse:
+    return await client.post(
+        "/up/xrpc/com.atproto.repo.createRecord", data=POST, headers=PDS_HEADERS
+    )
+
+
+async def test_concurrent_repeats_of_an_unknown_create_read_it_back_and_post_once(
+    bluesky: tuple[Client, PdsService],
+) -> None:
+    client, pds = bluesky
     pds.plan("create", Planned(Fault.DROP_AFTER))
-    path = "/up/xrpc/com.atproto.repo.createRecord"
-    lost = await client.post(path, data=POST, headers=PDS_HEADERS)
+    lost = await create_post(client)
     assert lost.status == 502
     assert lost.headers["x-should-retry"] == "true"
 
     async def repeat() -> tuple[int, dict[str, Any]]:
-        response = await client.post(path, data=POST, headers=PDS_HEADERS)
+        response = await create_post(client)
         return response.status, orjson.loads(await response.read())
 
     results = await asyncio.gather(*(repeat() for _ in range(10)))
@@ -124,16 +135,13 @@ async def test_concurrent_repeats_of_an_unknown_create_read_it_back_and_post_onc
 
 
 async def test_a_create_the_pds_never_got_is_sent_again_once(
-    aiohttp_server: Any, aiohttp_client: Any
+    bluesky: tuple[Client, PdsService],
 ) -> None:
-    upstream = await aiohttp_server(build_pds_app())
-    pds = upstream.app[PDS]
-    client = await proxy_for(aiohttp_client, upstream, "bluesky")
+    client, pds = bluesky
     pds.plan("create", Planned(Fault.DROP_BEFORE))
-    path = "/up/xrpc/com.atproto.repo.createRecord"
-    await client.post(path, data=POST, headers=PDS_HEADERS)
+    await create_post(client)
 
-    answer = await client.post(path, data=POST, headers=PDS_HEADERS)
+    answer = await create_post(client)
 
     assert answer.status == 200
     assert answer.headers["Idem-Outcome"] == "reconciled"
