@@ -67,6 +67,10 @@ async def delete_keys(url: str, ns: str) -> None:
         keys = [key async for key in client.scan_iter(match=pattern, count=500)]
         if keys:
             await client.delete(*keys)
+        # The agent registry is one shared key: take out only this test's agents.
+        agents = [a async for a, _ in client.zscan_iter(layout.AGENTS_KEY, match=f"{ns}*")]
+        if agents:
+            await client.zrem(layout.AGENTS_KEY, *agents)
     finally:
         await client.aclose()
 

@@ -17,6 +17,7 @@ compare-and-set, and renews it with each acknowledgement.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -41,7 +42,9 @@ from idemproxy.store.records import EffectEvent
 
 log = logging.getLogger(__name__)
 
-MIN_LEASE_MS = 30_000
+# A lease outlives a POST that runs into its timeout several times over, so a slow controller
+# never lets a second proxy start on the same events while the first still waits.
+LEASE_TIMEOUTS = 3
 
 
 class Result(StrEnum):
@@ -98,10 +101,27 @@ class Delivery:
         self.owner = owner or default_owner()
         self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
         self._jitter = jitter
-        self._lease_ms = max(MIN_LEASE_MS, int(settings.timeout_s * 3000))
+        self._lease_ms = int(settings.timeout_s * LEASE_TIMEOUTS * 1000)
+        self._lease_holds: set[str] = set()  # agents whose cursor may carry this process's lease
 
     async def run(self) -> None:
         """Deliver until cancelled; a pass that leaves work behind is followed at once."""
+        try:
+            await self._loop()
+        finally:
+            with contextlib.suppress(StoreError):
+                await self.release()
+
+    async def release(self) -> None:
+        """Give up this process's leases, so a successor need not wait for them to run out."""
+        for agent in sorted(self._lease_holds):
+            cursor = await self._store.read_cursor(agent)
+            if cursor.owner == self.owner:
+                released = dataclasses.replace(cursor, owner="", lease_expires_ms=0)
+                await self._store.write_cursor(agent, released)
+        self._lease_holds.clear()
+
+    async def _loop(self) -> None:
         while True:
             try:
                 busy = await self.deliver_once()
@@ -170,6 +190,7 @@ class Delivery:
         renewed = dataclasses.replace(
             cursor, owner=self.owner, lease_expires_ms=now_ms + self._lease_ms
         )
+        self._lease_holds.add(agent)
         return await self._store.write_cursor(agent, renewed)
 
     def _signed(self, agent: str, events: list[EffectEvent]) -> tuple[bytes, dict[str, str]]:

@@ -7,10 +7,11 @@ decision:
 - ``auto``: the strategy the records call for. ``restart_batch`` and ``selective`` clear the
   batch's freed (``not_applied``) records so that the re-run sends them afresh even if its
   request differs; ``manual_only`` is refused until the unknown outcomes are resolved.
-- ``restart``: the same preparation, asked for explicitly (also for an abandoned batch).
+- ``restart``: the same preparation, asked for explicitly.
 - ``abandon``: archive the batch's records as they stand, then clear the freed ones. Completed
   effects are never deleted (a later re-run still replays them) and unknown outcomes stay in
-  review: only a human can say whether they happened.
+  review: only a human can say whether they happened. Abandoning is final: no recovery runs on
+  an abandoned batch afterwards, so its archive is never overwritten.
 
 Every recovery is refused while an effect of the batch is being sent, is rate limited per
 agent and is written to the audit log in the same step as its changes.
@@ -130,6 +131,14 @@ def _refuse_unsafe(progress: BatchProgress, mode: RecoverMode) -> None:
             " lease runs out and they join the review queue), then recover",
             extra={"strategy": progress.strategy.value},
         )
+    if progress.abandoned is not None:
+        raise RequestRefused(
+            ProblemCode.STATE_CONFLICT,
+            f"this batch was abandoned by {progress.abandoned.actor}, and that is final here: its"
+            " archive keeps what it did. An agent that re-runs it anyway still gets its"
+            " completed effects replayed",
+            extra={"strategy": progress.strategy.value},
+        )
     if mode is RecoverMode.ABANDON:
         return
     if progress.unknown:
@@ -140,13 +149,6 @@ def _refuse_unsafe(progress: BatchProgress, mode: RecoverMode) -> None:
             " at them: resolve each with `idemproxy review resolve KEY --as applied|not-applied`"
             " first, or abandon the batch",
             extra={"strategy": progress.strategy.value, "review": keys},
-        )
-    if mode is RecoverMode.AUTO and progress.abandoned is not None:
-        raise RequestRefused(
-            ProblemCode.STATE_CONFLICT,
-            f"this batch was abandoned by {progress.abandoned.actor}; recover it with"
-            " --strategy restart to re-run it anyway",
-            extra={"strategy": progress.strategy.value},
         )
 
 

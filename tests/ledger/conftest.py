@@ -1,0 +1,42 @@
+"""Ledger tests run on every store backend, through the store tests' fixtures."""
+
+from __future__ import annotations
+
+from idemproxy.store.base import Store
+from idemproxy.store.records import (
+    ClaimRequest,
+    EffectMeta,
+    RecordKey,
+    RecordState,
+    Settlement,
+    StoredResponse,
+)
+from tests.store.conftest import ns, store
+
+__all__ = ["make_effect", "ns", "store"]
+
+
+async def make_effect(
+    store: Store,
+    agent: str,
+    batch: str,
+    tool_call: str,
+    state: RecordState | None,
+    *,
+    status: int = 200,
+    external_id: str = "",
+    lease_ms: int = 30_000,
+) -> RecordKey:
+    """A record of one tool call's effect, claimed and (unless ``state`` is None) settled."""
+    key = RecordKey(agent, f"tc:{batch}:{tool_call}:d-0")
+    meta = EffectMeta(batch, tool_call, "post_message", "discord", "POST", "/channels/1/messages")
+    claim = await store.claim(ClaimRequest(key, "fp", meta, lease_ms, 600))
+    assert claim.claimed
+    if state is not None:
+        response = None
+        if state is RecordState.COMPLETED:
+            response = StoredResponse(status, (("content-type", "application/json"),), b"{}")
+        reason = "" if response else "no answer"
+        settlement = Settlement(state, response, external_id=external_id, reason=reason)
+        assert await store.settle(key, claim.fence, settlement)
+    return key

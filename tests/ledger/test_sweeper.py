@@ -1,0 +1,47 @@
+"""The sweep puts a dead proxy's requests in review on its own, and counts the queue."""
+
+from __future__ import annotations
+
+import asyncio
+
+from idemproxy.ledger.sweeper import Sweeper
+from idemproxy.metrics import Metrics
+from idemproxy.store.base import Store
+from idemproxy.store.memory import MemoryStore
+from idemproxy.store.records import EventType, RecordState
+from tests.ledger.conftest import make_effect
+
+
+async def test_lapsed_leases_join_the_review_queue_without_a_repeat(store: Store, ns: str) -> None:
+    held = await make_effect(store, ns, "b1", "c1", None, lease_ms=100)
+    running = await make_effect(store, ns, "b1", "c2", None)
+    await make_effect(store, ns, "b1", "c3", RecordState.UNKNOWN)
+    metrics = Metrics()
+    await asyncio.sleep(0.2)
+
+    await Sweeper(store, metrics, interval_s=5).sweep_once()
+
+    record = await store.get(held)
+    assert record is not None
+    assert record.state is RecordState.UNKNOWN
+    still = await store.get(running)
+    assert still is not None
+    assert still.state is RecordState.IN_FLIGHT
+    assert [event.type for event in await store.read_events(ns)] == [
+        EventType.UNKNOWN,
+        EventType.UNKNOWN,
+    ]
+    waiting = metrics.registry.get_sample_value("idemproxy_unknown_outcomes")
+    assert waiting is not None
+    assert waiting >= 2  # a shared Redis may hold other tests' agents too
+
+
+async def test_the_sweep_runs_on_its_interval_until_stopped() -> None:
+    store = MemoryStore()
+    held = await make_effect(store, "bot", "b1", "c1", None, lease_ms=100)
+    task = asyncio.create_task(Sweeper(store, Metrics(), interval_s=0.05).run())
+    await asyncio.sleep(0.3)
+    task.cancel()
+    record = await store.get(held)
+    assert record is not None
+    assert record.state is RecordState.UNKNOWN
