@@ -31,7 +31,7 @@ from idemproxy.proxy.headers import (
     headers_to_store,
     upstream_request_headers,
 )
-from idemproxy.proxy.native import NativeDedupe
+from idemproxy.proxy.native import NativeDedupe, Reconciled
 from idemproxy.proxy.outcome import Outcome, outcome_headers
 from idemproxy.proxy.problems import should_retry_headers
 from idemproxy.proxy.relay import Relayed, relay
@@ -110,11 +110,7 @@ class EffectFlow:
                 outcome = Outcome.COALESCED if waited else Outcome.REPLAYED
                 return replay_response(record, outcome), outcome
             if record.state is RecordState.UNKNOWN:
-                # Settled at most once per request: a re-send that ends unknown again waits.
-                settled = None if reconciled else await self.native.reconcile(ctx, record)
-                if settled is None:
-                    self._blocked(ctx, DuplicateKind.UNKNOWN)
-                    raise outcome_unknown(record)
+                settled = await self._reconcile(ctx, record, tried=reconciled)
                 if settled.record is not None:
                     outcome = Outcome.RECONCILED
                     return replay_response(settled.record, outcome), outcome
@@ -135,6 +131,17 @@ class EffectFlow:
             except StoreError as exc:
                 raise store_unavailable() from exc
             waited = True
+
+    async def _reconcile(self, ctx: EffectContext, record: EffectRecord, tried: bool) -> Reconciled:
+        """Settle an unknown outcome through the upstream adapter, or refuse it for review.
+
+        At most once per request: a re-send that ends unknown again waits for review.
+        """
+        settled = None if tried else await self.native.reconcile(ctx, record)
+        if settled is None:
+            self._blocked(ctx, DuplicateKind.UNKNOWN)
+            raise outcome_unknown(record)
+        return settled
 
     def _blocked(self, ctx: EffectContext, kind: DuplicateKind) -> None:
         self.metrics.duplicates_blocked.labels(ctx.target.upstream.name, ctx.route.name, kind).inc()
