@@ -1,0 +1,164 @@
+"""The admin JSON API: the token guard, problem documents, and each resource."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+
+from idemproxy.store.memory import MemoryStore
+from idemproxy.store.records import RecordKey, RecordState
+from tests.admin.conftest import AUTH, TOKEN, AdminClient, AdminFactory
+from tests.ledger.conftest import make_effect
+
+PROBLEM = "application/problem+json"
+
+
+def path_of(key: RecordKey) -> str:
+    return quote(str(key), safe="")
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}, {"Authorization": "Basic x"}],
+)
+async def test_without_the_token_nothing_about_records_leaks(
+    admin: AdminClient, store: MemoryStore, headers: dict[str, str]
+) -> None:
+    key = await make_effect(store, "bot", "secret-batch", "c1", RecordState.UNKNOWN)
+    for path in ("/v1/status", "/v1/review", f"/v1/effects/{path_of(key)}", "/v1/nothing-here"):
+        response = await admin.get(path, headers=headers)
+        body = await response.text()
+        assert response.status == 401
+        assert response.content_type == PROBLEM
+        assert response.headers["WWW-Authenticate"].startswith("Bearer")
+        assert "secret-batch" not in body
+        assert "bot" not in body
+    resolve = await admin.post(
+        f"/v1/review/{path_of(key)}/resolution", json={"as": "applied"}, headers=headers
+    )
+    assert resolve.status == 401
+    record = await store.get(key)
+    assert record is not None
+    assert record.state is RecordState.UNKNOWN
+
+
+async def test_probes_and_metrics_stay_open(admin: AdminClient) -> None:
+    for path in ("/healthz", "/readyz", "/metrics"):
+        assert (await admin.get(path)).status == 200
+
+
+async def test_the_token_opens_the_api(admin: AdminClient) -> None:
+    response = await admin.get("/v1/status", headers=AUTH)
+    assert response.status == 200
+    assert (await response.json())["unknown"] == 0
+
+
+async def test_without_a_configured_token_the_loopback_api_is_open(
+    make_admin: AdminFactory,
+) -> None:
+    admin = await make_admin()
+    assert (await admin.get("/v1/status")).status == 200
+
+
+async def test_unknown_agents_batches_and_keys_are_404_problems(
+    admin: AdminClient, store: MemoryStore
+) -> None:
+    await make_effect(store, "bot", "b1", "c1", RecordState.COMPLETED)
+    for path in (
+        "/v1/agents/nobody/batches/b1",
+        "/v1/agents/bot/batches/nope",
+        f"/v1/effects/{quote('bot/tc:none', safe='')}",
+        f"/v1/review/{quote('bot/tc:none', safe='')}",
+        "/v1/agents/nobody/audit",
+        "/v1/agents/nobody/events",
+        "/v1/review?agent=nobody",
+    ):
+        response = await admin.get(path, headers=AUTH)
+        assert response.status == 404, path
+        assert response.content_type == PROBLEM
+        problem = await response.json()
+        assert problem["type"].endswith("/not-found")
+        assert problem["status"] == 404
+        assert problem["detail"]
+
+
+async def test_review_resolve_then_a_second_verdict_gets_409_with_the_state(
+    admin: AdminClient, store: MemoryStore
+) -> None:
+    key = await make_effect(store, "bot", "b1", "c1", RecordState.UNKNOWN)
+    queue = await (await admin.get("/v1/review", headers=AUTH)).json()
+    assert [item["effect_key"] for item in queue["items"]] == [str(key)]
+    item = await admin.get(queue["items"][0]["review"], headers=AUTH)
+    assert (await item.json())["state"] == "unknown"
+
+    resolution = {"as": "applied", "note": "seen", "actor": "carol", "external_id": "m-1"}
+    first = await admin.post(f"/v1/review/{path_of(key)}/resolution", json=resolution, headers=AUTH)
+    again = {"as": "not_applied", "actor": "dave"}
+    second = await admin.post(f"/v1/review/{path_of(key)}/resolution", json=again, headers=AUTH)
+
+    assert first.status == 200
+    assert (await first.json())["external_id"] == "m-1"
+    assert second.status == 409
+    problem = await second.json()
+    assert problem["type"].endswith("/state-conflict")
+    assert problem["state"] == "completed"
+    audit = await (await admin.get("/v1/agents/bot/audit", headers=AUTH)).json()
+    [entry] = audit["entries"]
+    assert entry["actor"].startswith("carol (admin API from 127.0.0.1")
+    assert (entry["before"], entry["after"], entry["note"]) == ("unknown", "completed", "seen")
+
+
+async def test_bad_requests_are_400_problems(admin: AdminClient, store: MemoryStore) -> None:
+    key = await make_effect(store, "bot", "b1", "c1", RecordState.UNKNOWN)
+    resolution = f"/v1/review/{path_of(key)}/resolution"
+    for body in (b"not json", b"[1, 2]", b'{"as": "maybe"}', b'{"as": "applied", "note": 5}'):
+        response = await admin.post(resolution, data=body, headers=AUTH)
+        assert response.status == 400, body
+        assert (await response.json())["type"].endswith("/invalid-request")
+    assert (await admin.get("/v1/review?limit=lots", headers=AUTH)).status == 400
+
+
+async def test_batch_status_and_recovery(admin: AdminClient, store: MemoryStore) -> None:
+    await make_effect(store, "bot", "b1", "c1", RecordState.COMPLETED, external_id="m-1")
+    freed = await make_effect(store, "bot", "b1", "c2", RecordState.NOT_APPLIED)
+    progress = await (await admin.get("/v1/agents/bot/batches/b1", headers=AUTH)).json()
+    assert (progress["strategy"], progress["replay"]) == ("selective", ["c1"])
+    assert progress["completed"][0]["external_id"] == "m-1"
+
+    response = await admin.post(
+        "/v1/agents/bot/batches/b1/recover", json={"strategy": "auto"}, headers=AUTH
+    )
+    plan = await response.json()
+    assert response.status == 200
+    assert plan["cleared"] == [str(freed)]
+    assert (await admin.post("/v1/agents/bot/batches/b1/recover", headers=AUTH)).status == 200
+
+
+async def test_recovery_past_the_limit_is_429_with_retry_after(
+    make_admin: AdminFactory, store: MemoryStore
+) -> None:
+    admin = await make_admin(**{"recovery.actions_per_minute": 1})
+    await make_effect(store, "bot", "b1", "c1", RecordState.COMPLETED)
+    path = "/v1/agents/bot/batches/b1/recover"
+    assert (await admin.post(path)).status == 200
+    limited = await admin.post(path)
+    assert limited.status == 429
+    assert 1 <= int(limited.headers["Retry-After"]) <= 60
+    assert (await limited.json())["type"].endswith("/rate-limited")
+
+
+async def test_delivery_status_retry_and_the_event_stream(
+    admin: AdminClient, store: MemoryStore
+) -> None:
+    await make_effect(store, "bot", "b1", "c1", RecordState.COMPLETED)
+    events = await (await admin.get("/v1/agents/bot/events", headers=AUTH)).json()
+    assert [event["type"] for event in events["events"]] == ["effect.completed"]
+    after = events["events"][0]["event_id"]
+    later = await admin.get(f"/v1/agents/bot/events?after={after}", headers=AUTH)
+    assert (await later.json())["events"] == []
+    deliveries = await (await admin.get("/v1/delivery", headers=AUTH)).json()
+    assert deliveries["agents"][0] | {"backlog": 1, "parked": False} == deliveries["agents"][0]
+    retry = await admin.post("/v1/agents/bot/delivery/retry", headers=AUTH)
+    assert retry.status == 409
+    assert "not parked" in (await retry.json())["detail"]
