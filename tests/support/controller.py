@@ -29,6 +29,7 @@ class Controller:
     refuse_next: int = 0  # answer this many deliveries 503
     delay_s: float = 0.0
     accepted: list[Delivery] = field(default_factory=list)
+    received: int = 0  # POSTs that arrived, whatever became of them
     refused: int = 0
     forged: int = 0
     _runner: web.AppRunner | None = None
@@ -51,6 +52,7 @@ class Controller:
 
     async def _receive(self, request: web.Request) -> web.Response:
         body = await request.read()
+        self.received += 1
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if not verify(self.secret, request.headers, body):
