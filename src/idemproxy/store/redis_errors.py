@@ -50,9 +50,10 @@ def translated(op: str) -> Iterator[None]:
         raise StoreUnavailable(f"redis unavailable during {op}: {exc}") from exc
     except RedisError as exc:
         raise StoreError(f"redis error during {op}: {exc}") from exc
-    except (AttributeError, TypeError) as exc:
+    except (AttributeError, TypeError, RuntimeError) as exc:
         # redis-py leaks these when it writes on a connection that a concurrent disconnect tore
-        # down (redis/redis-py#4287; seen on Cluster failovers): the connection is gone.
+        # down (redis/redis-py#4287; seen on Cluster failovers; RuntimeError is uvloop's
+        # "the handler is closed"): the connection is gone.
         if raised_in_client(exc):
             raise StoreUnavailable(f"redis connection lost during {op}: {exc!r}") from exc
         raise
