@@ -9,7 +9,9 @@ It checks the promise, "never twice, never lost":
   ``not_applied`` one was never applied; every application has a completed or unknown record;
 - every agent that got an answer for an effect got the same one (replays are the original);
 - the outbox holds an ``effect.completed`` event for every completed record and an
-  ``effect.unknown`` event for every unknown one.
+  ``effect.unknown`` event for every unknown one;
+- the recovery controller received every event of the outbox, with a valid signature, each
+  agent's in the outbox's order (re-sent ones aside: delivery is at least once).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class AuditReport:
     applied: int = 0
     duplicates: dict[str, list[int]] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
+    redelivered: int = 0  # events the controller got more than once
 
     def fail(self, message: str) -> None:
         self.violations.append(message)
@@ -58,6 +61,8 @@ async def audit(
 ) -> AuditReport:
     report = AuditReport(effects=len(final), duplicates=ledger.duplicates())
     report.applied = sum(len(ids) for ids in ledger.applied.values())
+    if ledger.bad_signatures:
+        report.fail(f"the controller got {ledger.bad_signatures} deliveries with a bad signature")
     for effect, ids in report.duplicates.items():
         report.fail(f"{effect} applied {len(ids)} times at the upstream: {ids}")
     asked = {call.effect for call in final}
@@ -86,6 +91,8 @@ async def audit(
         _check_events(report, call, key, state, events[call.agent])
         if state is RecordState.UNKNOWN and key not in review[call.agent]:
             report.fail(f"{call.effect}: unknown but not listed for review")
+    for agent, outbox in events.items():
+        _check_delivery(report, agent, outbox, ledger.controller.get(agent, []))
     anomalies = Counter(
         f"{answer.status} {answer.outcome}"
         for answers in journal.answers.values()
@@ -132,6 +139,22 @@ def _check_answers(
         report.fail(f"{call.effect}: agents got different answers {sorted(map(str, ids))}")
     if ids and not ids <= set(ledger.applied.get(call.effect, [])):
         report.fail(f"{call.effect}: an agent got an answer the upstream never gave it")
+
+
+def _check_delivery(
+    report: AuditReport, agent: str, outbox: list[EffectEvent], arrived: list[list[str]]
+) -> None:
+    """Every event reached the controller; first arrivals came in the outbox's order."""
+    first_seen = list(dict.fromkeys(event_id for event_id, _, _ in arrived))
+    report.redelivered += len(arrived) - len(first_seen)
+    expected = [event.event_id for event in outbox]
+    missing = set(expected) - set(first_seen)
+    if missing:
+        report.fail(f"agent {agent}: {len(missing)} events never reached the controller")
+    in_outbox, got = set(expected), set(first_seen)
+    order = [event_id for event_id in first_seen if event_id in in_outbox]
+    if order != [event_id for event_id in expected if event_id in got]:
+        report.fail(f"agent {agent}: the controller got events out of order")
 
 
 def _check_events(

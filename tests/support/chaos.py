@@ -25,9 +25,10 @@ from pathlib import Path
 
 import aiohttp
 
+from idemproxy.store.base import Store
 from idemproxy.store.factory import open_store
 from tests.support.agents import Agent, AgentPlan, Answer, Journal, ToolCall
-from tests.support.audit import AuditReport, audit
+from tests.support.audit import AuditReport, all_events, audit
 from tests.support.cluster import LocalCluster
 from tests.support.faults import FaultInjector, FaultPlan
 from tests.support.fleet import ChaosUpstream, DurableRedis, FleetProxy, write_proxy_config
@@ -38,6 +39,7 @@ COALESCE_WAIT_MS = 1500
 READ_TIMEOUT_S = 1.0
 FINAL_TRIES = 40
 FINAL_CONCURRENCY = 16
+DELIVERY_WAIT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class ChaosProfile:
     fault_plan: FaultPlan
     upstream_rates: dict[str, float]
     hang_s: float = 2.0  # longer than READ_TIMEOUT_S: a hang always ends as a timeout
+    controller_failure_rate: float = 0.1  # deliveries the controller refuses with 503
     seed: int = field(default_factory=lambda: int(os.environ.get("IDEMPROXY_CHAOS_SEED", "0")))
 
 
@@ -107,7 +110,9 @@ class ChaosResult:
 async def run_chaos(fleet: Fleet, profile: ChaosProfile) -> ChaosResult:
     started = time.monotonic()
     rng = random.Random(profile.seed)
-    fleet.upstream.set_faults(profile.upstream_rates, profile.hang_s, profile.seed)
+    fleet.upstream.set_faults(
+        profile.upstream_rates, profile.hang_s, profile.seed, profile.controller_failure_rate
+    )
     journal = Journal(budget=profile.request_budget)
     injector = FaultInjector(
         profile.fault_plan, fleet.proxies, fleet.redis, profile.seed, fleet.cluster
@@ -122,12 +127,13 @@ async def run_chaos(fleet: Fleet, profile: ChaosProfile) -> ChaosResult:
         await _traffic(profile, agents, injector, journal)
         await _calm(fleet, injector, profile)
         final = await _recover(agents[0], journal)
-    ledger = fleet.upstream.ledger()
     store = open_store(fleet.store_url)
     try:
-        report = await audit(store, journal, final, ledger)
+        await _delivered(fleet.upstream, store, {call.agent for call in final})
+        report = await audit(store, journal, final, fleet.upstream.ledger())
     finally:
         await store.close()
+    ledger = fleet.upstream.ledger()
     crashes = sum(p.output().count("Error handling request") for p in fleet.proxies)
     if crashes:
         report.fail(f"the proxies logged {crashes} unhandled errors; see their logs")
@@ -142,6 +148,8 @@ async def run_chaos(fleet: Fleet, profile: ChaosProfile) -> ChaosResult:
         "final_states": dict(sorted(report.states.items())),
         "faults_injected": dict(sorted((injector.injected + Counter(ledger.faults)).items())),
         "late_writes_fenced": sum(p.output().count("late write dropped") for p in fleet.proxies),
+        "events_delivered": sum(len(set(map(tuple, got))) for got in ledger.controller.values()),
+        "events_redelivered": report.redelivered,
         "duplicates_found": len(report.duplicates),
         "violations": len(report.violations),
         "elapsed_s": round(time.monotonic() - started, 1),
@@ -167,6 +175,19 @@ async def _calm(fleet: Fleet, injector: FaultInjector, profile: ChaosProfile) ->
     await asyncio.to_thread(fleet.upstream.wait_idle, profile.hang_s + 5)
     # A lease taken just before the calm may still run; it must expire before the audit.
     await asyncio.sleep(LEASE_MS / 1000 + 0.3)
+
+
+async def _delivered(upstream: ChaosUpstream, store: Store, agents: set[str]) -> None:
+    """Until the controller has every event of the outbox, or DELIVERY_WAIT_S passed."""
+    deadline = time.monotonic() + DELIVERY_WAIT_S
+    pending = set(agents)
+    while pending and time.monotonic() < deadline:
+        received = upstream.ledger().controller
+        for agent in list(pending):
+            ids = {event[0] for event in received.get(agent, [])}
+            if {event.event_id for event in await all_events(store, agent)} <= ids:
+                pending.discard(agent)
+        await asyncio.sleep(0.2)
 
 
 async def _recover(agent: Agent, journal: Journal) -> dict[ToolCall, Answer]:

@@ -18,8 +18,14 @@ fault      applied    answer
 ``hang``   yes        200, but only after ``hang_s``: longer than the proxy waits
 =========  =========  ==============================================================
 
+The same process plays the recovery controller: ``POST /_controller`` takes idemproxy's signed
+event deliveries, checks each signature, and refuses a share of them with 503 (the fault
+``controller_503``) so that deliveries are retried.
+
 ``GET /_ledger`` returns ``{"applied": {effect: [id, ...]}, "received": {effect: n},
-"faults": {kind: n}, "open": n}`` where ``open`` counts requests still being answered.
+"faults": {kind: n}, "open": n, "controller": {agent: [[event_id, type, effect_key], ...]},
+"bad_signatures": n}``: ``open`` counts requests still being answered, and ``controller``
+lists every event accepted, in the order they arrived, re-sent ones included.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from enum import StrEnum
 import orjson
 from aiohttp import web
 
+from idemproxy.ledger import signature
+
 
 class Fault(StrEnum):
     RATE_LIMITED = "429"
@@ -44,6 +52,7 @@ class Fault(StrEnum):
 
 
 NOT_APPLIED = frozenset({Fault.RATE_LIMITED, Fault.OVERLOADED})
+CONTROLLER_FAULT = "controller_503"
 
 
 @dataclass
@@ -56,6 +65,10 @@ class Ledger:
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     next_id: int = 0
     open: int = 0
+    controller_failure_rate: float = 0.0
+    controller_secret: str = ""
+    controller: dict[str, list[list[str]]] = field(default_factory=dict)
+    bad_signatures: int = 0
 
     def draw(self) -> Fault | None:
         roll = self.rng.random()
@@ -105,8 +118,25 @@ def _retry_now() -> dict[str, str]:
     return {"Retry-After": "0"}
 
 
+async def controller(request: web.Request) -> web.Response:
+    """The recovery controller's webhook: verify, maybe fail, else note every event."""
+    ledger = request.app[LEDGER]
+    body = await request.read()
+    if not signature.verify(ledger.controller_secret, request.headers, body):
+        ledger.bad_signatures += 1
+        return web.json_response({"error": "bad signature"}, status=401)
+    if ledger.rng.random() < ledger.controller_failure_rate:
+        ledger.faults[CONTROLLER_FAULT] += 1
+        return web.json_response({"error": "controller unavailable"}, status=503)
+    delivery = orjson.loads(body)
+    arrived = ledger.controller.setdefault(delivery["agent"], [])
+    arrived += [[e["event_id"], e["type"], e["effect_key"]] for e in delivery["events"]]
+    return web.json_response({"accepted": len(delivery["events"])})
+
+
 async def set_faults(request: web.Request) -> web.Response:
-    """``{"rates": {fault: probability}, "hang_s": s, "seed": n}``; rates sum to at most 1."""
+    """``{"rates": {fault: probability}, "hang_s": s, "seed": n, "controller_failure_rate": p,
+    "controller_secret": s}``; rates sum to at most 1."""
     ledger = request.app[LEDGER]
     document = orjson.loads(await request.read())
     rates = {Fault(name): float(rate) for name, rate in document.get("rates", {}).items()}
@@ -116,6 +146,8 @@ async def set_faults(request: web.Request) -> web.Response:
     ledger.hang_s = float(document.get("hang_s", ledger.hang_s))
     if "seed" in document:
         ledger.rng = random.Random(int(document["seed"]))
+    ledger.controller_failure_rate = float(document.get("controller_failure_rate", 0.0))
+    ledger.controller_secret = str(document.get("controller_secret", ledger.controller_secret))
     return web.json_response({"rates": {str(k): v for k, v in rates.items()}})
 
 
@@ -126,6 +158,8 @@ async def read_ledger(request: web.Request) -> web.Response:
         "received": dict(ledger.received),
         "faults": dict(ledger.faults),
         "open": ledger.open,
+        "controller": ledger.controller,
+        "bad_signatures": ledger.bad_signatures,
     }
     return web.Response(body=orjson.dumps(document), content_type="application/json")
 
@@ -135,6 +169,7 @@ def build_chaos_upstream_app() -> web.Application:
     app[LEDGER] = Ledger()
     app.router.add_put("/_faults", set_faults)
     app.router.add_get("/_ledger", read_ledger)
+    app.router.add_post("/_controller", controller)
     app.router.add_post("/{prefix:.*}effects", effects)
     return app
 

@@ -22,6 +22,8 @@ from tests.support.processes import (
     wait_for_port,
 )
 
+CONTROLLER_SECRET = "chaos-controller-signing-secret-0123456789"
+
 
 class ChaosUpstream(Process):
     """``tests.support.chaos_upstream`` as a process, with its fault switch and its ledger."""
@@ -39,8 +41,22 @@ class ChaosUpstream(Process):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def set_faults(self, rates: dict[str, float], hang_s: float = 3.0, seed: int = 0) -> None:
-        body = orjson.dumps({"rates": rates, "hang_s": hang_s, "seed": seed})
+    def set_faults(
+        self,
+        rates: dict[str, float],
+        hang_s: float = 3.0,
+        seed: int = 0,
+        controller_failure_rate: float = 0.0,
+    ) -> None:
+        body = orjson.dumps(
+            {
+                "rates": rates,
+                "hang_s": hang_s,
+                "seed": seed,
+                "controller_failure_rate": controller_failure_rate,
+                "controller_secret": CONTROLLER_SECRET,
+            }
+        )
         request = urllib.request.Request(f"{self.url}/_faults", data=body, method="PUT")
         with urllib.request.urlopen(request, timeout=5) as response:
             assert response.status == 200
@@ -60,6 +76,8 @@ class ChaosUpstream(Process):
             received=document["received"],
             faults=document["faults"],
             open=document["open"],
+            controller=document["controller"],
+            bad_signatures=document["bad_signatures"],
         )
 
 
@@ -69,6 +87,8 @@ class UpstreamLedger:
     received: dict[str, int]
     faults: dict[str, int]
     open: int  # requests the upstream is still holding (hangs)
+    controller: dict[str, list[list[str]]]  # agent -> [event id, type, effect key] as arrived
+    bad_signatures: int
 
     def duplicates(self) -> dict[str, list[int]]:
         return {effect: ids for effect, ids in self.applied.items() if len(ids) > 1}
@@ -124,5 +144,12 @@ def write_proxy_config(
         f"default: {{name: write, lease_ms: {lease_ms}, coalesce_wait_ms: {coalesce_wait_ms}}}\n"
     )
     upstream = f"url: '{upstream_url}/api', policy: '{policy}', read_timeout_s: {read_timeout_s}"
-    path.write_text(f"upstreams:\n  up: {{{upstream}}}\nshutdown_timeout_s: 2\n")
+    # Short controller timings, so deliveries catch up within a test after faults.
+    controller = (
+        f"url: '{upstream_url}/_controller', secret: '{CONTROLLER_SECRET}', attempts: 1000,"
+        " backoff_s: 0.1, max_backoff_s: 0.5, timeout_s: 1, poll_interval_s: 0.2"
+    )
+    path.write_text(
+        f"upstreams:\n  up: {{{upstream}}}\ncontroller: {{{controller}}}\nshutdown_timeout_s: 2\n"
+    )
     return path
