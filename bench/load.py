@@ -27,6 +27,7 @@ class Cell:
     bad: int  # non-2xx answers plus socket errors
     round_trips: float = 0.0  # Redis requests per proxied request
     cpu_us: float = 0.0  # proxy CPU time per request, all its processes: steadier than req/s
+    redis_cpu_us: float = 0.0  # Redis server CPU time per request
     commands: float = 0.0  # Redis commands per proxied request, those run by scripts included
 
 
@@ -79,7 +80,9 @@ class CommandCounter:
             if name not in ("cmdstat_info",)
         }
 
-    def per_request(self, before: dict[str, int], cell: Cell, cpu_s: float) -> Cell:
+    def per_request(
+        self, before: dict[str, int], cell: Cell, cpu_s: float, redis_cpu_s: float
+    ) -> Cell:
         after = self.snapshot()
         delta = {name: calls - before.get(name, 0) for name, calls in after.items()}
         count = max(cell.requests, 1)
@@ -93,6 +96,7 @@ class CommandCounter:
             round_trips=trips / count,
             commands=sum(delta.values()) / count,
             cpu_us=cpu_s * 1e6 / count,
+            redis_cpu_us=redis_cpu_s * 1e6 / count,
         )
 
     def close(self) -> None:

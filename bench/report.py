@@ -35,7 +35,9 @@ def _cell(cell: Cell | None) -> str:
 
 
 def _redis(cell: Cell | None) -> str:
-    return "" if cell is None else f"{cell.round_trips:.2f} / {cell.commands:.1f}"
+    if cell is None:
+        return ""
+    return f"{cell.round_trips:.2f} / {cell.commands:.1f} / {cell.redis_cpu_us:,.0f}"
 
 
 def print_report(rows: list[Row], machine: str, duration: str, memory: list[Footprint]) -> None:
@@ -43,7 +45,7 @@ def print_report(rows: list[Row], machine: str, duration: str, memory: list[Foot
     print(
         "| case | workers | conns | idemproxy req/s | p50 ms | p99 ms | CPU us/req"
         " | reference req/s | p50 ms | p99 ms | CPU us/req | ratio | p50 added ms"
-        " | Redis trips / cmds per req: idemproxy | reference |"
+        " | Redis trips / cmds / CPU us per req: idemproxy | reference |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:

@@ -64,6 +64,7 @@ class Bench:
     run_id: str
     python: str
     loop: str
+    redis_pid: int = 0
 
     def cells(
         self, base_url: str, cases: tuple[Case, ...], pid: int | None = None
@@ -73,14 +74,17 @@ class Bench:
         try:
             for case in cases:
                 for conns in CONNS:
-                    env = {**os.environ, "BENCH_RUN": f"{self.run_id}-{conns}"}
+                    # wrk's Lua random numbers repeat run after run: the run id keeps keys fresh.
+                    env = {**os.environ, "BENCH_RUN": f"{self.run_id}-{uuid.uuid4().hex[:8]}"}
                     env["BENCH_PATH"] = case.path
                     if case.script == "replay.lua":
                         _record_once(base_url, env["BENCH_RUN"])
                     before, cpu_before = counter.snapshot(), cpu_s(pid) if pid else 0.0
+                    redis_before = cpu_s(self.redis_pid)
                     cell = wrk(base_url, case.script, conns, self.duration, env)
                     cpu = cpu_s(pid) - cpu_before if pid else 0.0
-                    results[case, conns] = counter.per_request(before, cell, cpu)
+                    redis_cpu = cpu_s(self.redis_pid) - redis_before
+                    results[case, conns] = counter.per_request(before, cell, cpu, redis_cpu)
         finally:
             counter.close()
         return results
@@ -198,6 +202,7 @@ def _measure(
         bench.workdir,
     )
     stack.enter_context(_started(redis, bench.redis_port))
+    bench.redis_pid = redis.pid
     rows: list[Row] = []
     memory: list[Footprint] = []
     anchors = (Case("-", "anchor: nginx direct, POST", "first.lua", "", "-"),)
