@@ -8,7 +8,7 @@ from typing import Any
 
 from idemproxy.ledger.documents import Document
 
-MAX_CELL_CHARS = 60
+MAX_TEXT_CHARS = 60  # free text (reasons, errors, notes); ids and keys are never cut
 
 
 def when(ms: int) -> str:
@@ -21,8 +21,12 @@ def when(ms: int) -> str:
 def _cell(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
-    text = "-" if value in ("", None) else str(value)
-    return text if len(text) <= MAX_CELL_CHARS else text[: MAX_CELL_CHARS - 1] + "…"
+    return "-" if value in ("", None) else str(value)
+
+
+def short(text: str) -> str:
+    """Free text cut to fit a table; --json has it whole."""
+    return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
 
 
 def _shown(value: Any) -> Any:
@@ -50,14 +54,23 @@ def status(document: Document) -> str:
         " with delivery parked"
     )
     rows = [
-        [a["agent"], a["unknown"], a["backlog"], "parked" if a["parked"] else "ok", a["last_error"]]
+        [
+            a["agent"],
+            a["unknown"],
+            a["backlog"],
+            "parked" if a["parked"] else "ok",
+            short(a["last_error"]),
+        ]
         for a in document["agents"]
     ]
     return head + "\n\n" + table(["agent", "unknown", "backlog", "delivery", "last error"], rows)
 
 
 def _actions(title: str, actions: list[Document], columns: Sequence[str]) -> str:
-    rows = [[_shown(action[column]) for column in columns] for action in actions]
+    rows = [
+        [short(action[c]) if c == "reason" else _shown(action[c]) for c in columns]
+        for action in actions
+    ]
     return f"{title} ({len(actions)})\n" + table(columns, rows)
 
 
@@ -108,7 +121,7 @@ def review(document: Document) -> str:
             item["tool_call"],
             item["action"],
             when(item["updated_ms"]),
-            item["reason"],
+            short(item["reason"]),
         ]
         for item in document["items"]
     ]
@@ -131,7 +144,7 @@ def deliveries(document: Document) -> str:
             "parked" if d["parked"] else "ok",
             d["attempts"],
             d["acked"],
-            d["last_error"],
+            short(d["last_error"]),
         ]
         for d in document["agents"]
     ]
@@ -140,7 +153,13 @@ def deliveries(document: Document) -> str:
 
 def audit(document: Document) -> str:
     rows = [
-        [when(e["ts_ms"]), e["actor"], e["action"], e["target"], e["before"], e["after"], e["note"]]
+        [
+            when(e["ts_ms"]),
+            e["actor"],
+            e["action"],
+            e["target"],
+            *map(short, (e["before"], e["after"], e["note"])),
+        ]
         for e in document["entries"]
     ]
     return table(["when", "actor", "action", "target", "before", "after", "note"], rows)
