@@ -150,9 +150,10 @@ class Delivery:
         now_ms = self._clock_ms()
         cursor = await self._store.read_cursor(agent)
         after = cursor.acked or None
-        if cursor.owner != self.owner and cursor.lease_expires_ms > now_ms:
-            return 0, False  # another proxy delivers (and counts) this agent's events
-        if cursor.parked or cursor.retry_at_ms > now_ms:
+        held_elsewhere = cursor.owner != self.owner and cursor.lease_expires_ms > now_ms
+        if held_elsewhere or cursor.parked or cursor.retry_at_ms > now_ms:
+            # Counted all the same: the backlog is the store's, so every worker and every pod
+            # reports the same figure (the gauge is read with max across workers).
             return await self._store.count_events(agent, after), False
         events = await self._store.read_events(agent, after, self._settings.batch_size)
         if not events:
