@@ -181,6 +181,19 @@ class ProxyConfig(Frozen):
 
     _host_port = field_validator("listen", "admin_listen", mode="before")(parse_host_port)
 
+    @field_validator("admin_token")
+    @classmethod
+    def _sendable_token(cls, value: SecretStr | None) -> SecretStr | None:
+        # An empty variable (a Secret key that is missing) must not count as a token; nor can
+        # a client send blanks at either end, since HTTP strips them from header values.
+        token = value.get_secret_value() if value is not None else None
+        if token is not None and (not token or token != token.strip()):
+            raise ValueError(
+                "the admin token is empty or starts or ends with blanks; set it to a random"
+                " secret, e.g. the output of `openssl rand -hex 32`"
+            )
+        return value
+
     def policy_ref(self, upstream: str) -> str:
         configured = self.upstreams[upstream].policy
         if configured:
