@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +20,6 @@ pytestmark = pytest.mark.e2e
 SECRET = "e2e-webhook-secret-0123456789"
 AGENTS = ("agent-a", "agent-b")
 WAIT_S = 30.0
-
-
-@pytest.fixture
-def upstream(tmp_path: Path) -> Iterator[FakeUpstream]:
-    upstream = FakeUpstream(tmp_path)
-    with running(upstream):
-        yield upstream
 
 
 def proxy_for(tmp_path: Path, upstream: FakeUpstream, controller: Controller) -> ServedProxy:

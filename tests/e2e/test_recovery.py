@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +21,6 @@ pytestmark = pytest.mark.e2e
 
 AGENT_ID = "seed-agent"
 BATCH = "snowflake-42"
-
-
-@pytest.fixture
-def upstream(tmp_path: Path) -> Iterator[FakeUpstream]:
-    upstream = FakeUpstream(tmp_path)
-    with running(upstream):
-        yield upstream
 
 
 def policy_file(tmp_path: Path) -> Path:

@@ -13,10 +13,8 @@ from idemproxy.store import layout
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 from idemproxy.store.records import RecordKey, RecordState, Resolution, Settlement
 from idemproxy.store.redis_store import RedisStore
-from tests.store.conftest import RedisServer
 from tests.store.test_contract import SHORT_LEASE_MS, claim_request
-from tests.store.test_redis_store import spare_ports
-from tests.support.cluster import create_cluster
+from tests.support.cluster import LocalCluster
 
 
 @given(st.text(), st.text())
@@ -69,25 +67,17 @@ async def exercise_journal(store: RedisStore, agent: str) -> None:
 
 @pytest.mark.redis
 async def test_journal_operations_run_on_redis_cluster(tmp_path: Path) -> None:
-    nodes = []
-    for port in spare_ports(3):
-        workdir = tmp_path / str(port)
-        workdir.mkdir()
-        cluster_args = ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]
-        nodes.append(RedisServer(port, workdir, extra_args=cluster_args))
+    cluster = LocalCluster.build(tmp_path, replicas=0)
     try:
-        for node in nodes:
-            node.start()
-        create_cluster([node.port for node in nodes])
-        url = "redis+cluster://" + ",".join(f"127.0.0.1:{node.port}" for node in nodes[:2])
-        store = RedisStore.from_url(url)
+        cluster.start()
+        cluster.wait_ok()
+        store = RedisStore.from_url(cluster.url)
         try:
-            agents = [f"agent-{i}{{:}}" for i in range(6)]  # spread over the nodes
+            agents = [f"agent-{i}{{:}}" for i in range(6)]  # spread over the masters
             for agent in agents:
                 await exercise_journal(store, agent)
             assert await store.list_agents() == sorted(agents)
         finally:
             await store.close()
     finally:
-        for node in nodes:
-            node.stop()
+        cluster.stop()

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 from idemproxy.store.journal import DeliveryCursor
-from idemproxy.store.records import EffectEvent, EffectRecord
+from idemproxy.store.records import EffectEvent, EffectMeta, EffectRecord
 
 Document = dict[str, Any]
 
@@ -22,6 +22,17 @@ def review_path(key: str) -> str:
     return "/v1/review/" + quote(key, safe="")
 
 
+def _meta(meta: EffectMeta) -> Document:
+    return {
+        "batch": meta.batch,
+        "tool_call": meta.tool_call,
+        "action": meta.action,
+        "upstream": meta.upstream,
+        "method": meta.method,
+        "path": meta.path,
+    }
+
+
 def record(record: EffectRecord) -> Document:
     meta, response = record.meta, record.response
     return {
@@ -29,12 +40,7 @@ def record(record: EffectRecord) -> Document:
         "agent": record.key.agent,
         "effect_id": record.key.effect_id,
         "state": record.state.value,
-        "batch": meta.batch,
-        "tool_call": meta.tool_call,
-        "action": meta.action,
-        "upstream": meta.upstream,
-        "method": meta.method,
-        "path": meta.path,
+        **_meta(meta),
         "status": response.status if response else 0,
         "response_bytes": len(response.body) if response else 0,
         "external_id": record.external_id,
@@ -55,12 +61,7 @@ def event(event: EffectEvent) -> Document:
         "agent": event.key.agent,
         "effect_key": str(event.key),
         "effect_id": event.key.effect_id,
-        "batch": meta.batch,
-        "tool_call": meta.tool_call,
-        "action": meta.action,
-        "upstream": meta.upstream,
-        "method": meta.method,
-        "path": meta.path,
+        **_meta(meta),
         "status": event.status,
         "external_id": event.external_id,
         "reason": event.reason,
