@@ -309,3 +309,16 @@ async def test_an_effect_resolved_as_applied_replays_without_a_recorded_response
     assert body["applied"] is True
     assert body["note"] == "operator saw the message posted"
     assert effects.count("/status/500") == 1
+
+
+async def test_a_lost_generation_may_simply_run_again(
+    make_proxy: ProxyFactory, effects: EffectLog, tmp_path: Path
+) -> None:
+    client, _ = await make_proxy(policy=write_policy(tmp_path, "effect: generation"))
+    first = await client.post("/up/drop", data=b"{}", headers=TOOL_CALL)
+    assert first.status == 502
+    assert first.headers["x-should-retry"] == "true"
+    assert first.headers["Retry-After"] == "1"
+    again = await client.post("/up/drop", data=b"{}", headers=TOOL_CALL)
+    assert again.headers["Idem-Outcome"] == "upstream-disconnected"
+    assert effects.count("/drop") == 2

@@ -229,7 +229,8 @@ class EffectFlow:
                 f"the request was sent but {failure.reason}; whether it took effect is unknown,"
                 " so the key is held for review and will not be re-sent"
             )
-        raise RequestRefused(code, detail, retry_after_s=1 if settles else None)
+        # Retry-After also tells SDK retry loops to go on: a generation may simply run again.
+        raise RequestRefused(code, detail, retry_after_s=1 if settles or retryable else None)
 
     async def _settle(self, key: RecordKey, fence: int, settlement: Settlement) -> None:
         """Write the outcome, shielded from cancellation and retried through short store blips.
