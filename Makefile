@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install dev test lint typecheck unit serve bench clean
+.PHONY: install dev test lint typecheck unit serve bench soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ test: dev  ## lint, types, and the whole suite against a real Redis
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy src tests
 	$(BIN)/pytest -q
+
+soak: dev  ## the long fault run (SOAK_S seconds of traffic on Redis, a third on SQLite and Cluster)
+	IDEMPROXY_CHAOS_PROFILE=soak IDEMPROXY_SOAK_S=$(or $(SOAK_S),600) \
+		$(BIN)/pytest -q -s -p no:cacheprovider tests/chaos/test_chaos.py tests/cluster
 
 serve: install  ## run the proxy on the embedded store: make serve UPSTREAM=name=https://api...
 	$(BIN)/idemproxy serve $(if $(UPSTREAM),--upstream $(UPSTREAM),--config examples/idemproxy.yaml)

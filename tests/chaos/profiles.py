@@ -1,16 +1,18 @@
 """Chaos profiles: a short one for every CI run, a long one for ``make soak``.
 
 ``IDEMPROXY_CHAOS_PROFILE=soak`` picks the long one; ``IDEMPROXY_SOAK_S`` sets its length
-(default 600 s) and ``IDEMPROXY_CHAOS_SEED`` the seed every random choice derives from.
+(default 600 s of traffic on Redis, a third of that on SQLite and on the Cluster) and
+``IDEMPROXY_CHAOS_SEED`` the seed every random choice derives from.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from tests.support.agents import AgentPlan
 from tests.support.chaos import ChaosProfile
-from tests.support.faults import PROXY_FAULTS, REDIS_FAULTS, FaultPlan
+from tests.support.faults import CLUSTER_FAULTS, PROXY_FAULTS, REDIS_FAULTS, FaultKind, FaultPlan
 
 UPSTREAM_RATES = {"429": 0.03, "503": 0.02, "500": 0.02, "drop": 0.02, "hang": 0.02}
 SOAK_UPSTREAM_RATES = {"429": 0.04, "503": 0.03, "500": 0.03, "drop": 0.03, "hang": 0.03}
@@ -20,13 +22,17 @@ def soak_selected() -> bool:
     return os.environ.get("IDEMPROXY_CHAOS_PROFILE", "short") == "soak"
 
 
+def soak_s() -> float:
+    return float(os.environ.get("IDEMPROXY_SOAK_S", "600"))
+
+
 def redis_profile() -> ChaosProfile:
     """Three proxies sharing one Redis; proxies and Redis fail in turn."""
     kinds = [*PROXY_FAULTS, *REDIS_FAULTS]
     if soak_selected():
         return ChaosProfile(
             name="soak",
-            duration_s=float(os.environ.get("IDEMPROXY_SOAK_S", "600")),
+            duration_s=soak_s(),
             request_budget=2_000_000,
             agents=24,
             proxies=3,
@@ -52,7 +58,7 @@ def sqlite_profile() -> ChaosProfile:
     if soak_selected():
         return ChaosProfile(
             name="soak",
-            duration_s=float(os.environ.get("IDEMPROXY_SOAK_S", "600")) / 2,
+            duration_s=soak_s() / 3,
             request_budget=1_000_000,
             agents=12,
             proxies=1,
@@ -66,6 +72,33 @@ def sqlite_profile() -> ChaosProfile:
         request_budget=3_000,
         agents=6,
         proxies=1,
+        agent_plan=AgentPlan(),
+        fault_plan=plan,
+        upstream_rates=UPSTREAM_RATES,
+    )
+
+
+def cluster_profile() -> ChaosProfile:
+    """Two proxies on a three-master Cluster whose masters fail over and restart."""
+    kinds = [*CLUSTER_FAULTS, FaultKind.PROXY_KILL, FaultKind.PROXY_PAUSE]
+    plan = FaultPlan(kinds, interval_s=1.0, outage_s=(0.2, 0.8), pause_s=(1.2, 1.6))
+    if soak_selected():
+        return ChaosProfile(
+            name="soak",
+            duration_s=soak_s() / 3,
+            request_budget=1_000_000,
+            agents=12,
+            proxies=2,
+            agent_plan=AgentPlan(calls_per_batch=6),
+            fault_plan=replace(plan, interval_s=2.0),
+            upstream_rates=SOAK_UPSTREAM_RATES,
+        )
+    return ChaosProfile(
+        name="cluster",
+        duration_s=18,
+        request_budget=6_000,
+        agents=8,
+        proxies=2,
         agent_plan=AgentPlan(),
         fault_plan=plan,
         upstream_rates=UPSTREAM_RATES,

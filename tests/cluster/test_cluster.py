@@ -12,30 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.profiles import UPSTREAM_RATES
-from tests.chaos.test_chaos import assert_a_real_run, check
-from tests.support.agents import AgentPlan
-from tests.support.chaos import ChaosProfile, fleet, run_chaos
+from tests.chaos.profiles import cluster_profile
+from tests.chaos.test_chaos import assert_a_real_run, check, timeout_s
+from tests.support.chaos import fleet, run_chaos
 from tests.support.cluster import LocalCluster
-from tests.support.faults import CLUSTER_FAULTS, FaultKind, FaultPlan
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
-PROFILE = ChaosProfile(
-    name="cluster",
-    duration_s=18,
-    request_budget=6_000,
-    agents=8,
-    proxies=2,
-    agent_plan=AgentPlan(),
-    fault_plan=FaultPlan(
-        [*CLUSTER_FAULTS, FaultKind.PROXY_KILL, FaultKind.PROXY_PAUSE],
-        interval_s=1.0,
-        outage_s=(0.2, 0.8),
-        pause_s=(1.2, 1.6),
-    ),
-    upstream_rates=UPSTREAM_RATES,
-)
+PROFILE = cluster_profile()
 
 
 @pytest.fixture
@@ -48,7 +32,7 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         cluster.stop()
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(timeout_s(PROFILE) + 60)
 async def test_proxies_on_a_failing_cluster_never_act_twice(
     tmp_path: Path, cluster: LocalCluster
 ) -> None:
