@@ -134,7 +134,18 @@ def register(verbs: Verbs) -> None:
     recover.add_argument("--strategy", choices=["auto", "restart", "abandon"], default="auto")
     _acting(recover)
 
-    review = verbs.add_parser("review", help="the queue of unknown outcomes")
+    _register_review(verbs.add_parser("review", help="the queue of unknown outcomes"))
+    _register_delivery(
+        verbs.add_parser("delivery", help="delivery of events to the recovery controller")
+    )
+
+    audit = _verb(verbs, "audit", "an agent's audit log of operator actions",
+                  lambda op, a: op.audit(a.agent, a.limit), views.audit)  # fmt: skip
+    audit.add_argument("agent")
+    audit.add_argument("--limit", type=int, default=100)
+
+
+def _register_review(review: argparse.ArgumentParser) -> None:
     review_verbs = review.add_subparsers(dest="review_verb", required=True, metavar="VERB")
     listing = _verb(review_verbs, "list", "effects awaiting a verdict, oldest first",
                     lambda op, a: op.review(a.agent, a.limit), views.review)  # fmt: skip
@@ -154,7 +165,8 @@ def register(verbs: Verbs) -> None:
     resolve.add_argument("--external-id", default="", help="the upstream's id of the effect")
     _acting(resolve)
 
-    delivery = verbs.add_parser("delivery", help="delivery of events to the recovery controller")
+
+def _register_delivery(delivery: argparse.ArgumentParser) -> None:
     delivery_verbs = delivery.add_subparsers(dest="delivery_verb", required=True, metavar="VERB")
     listing = _verb(delivery_verbs, "list", "backlog and parked deliveries per agent",
                     lambda op, a: op.deliveries(a.agent), views.deliveries)  # fmt: skip
@@ -168,8 +180,3 @@ def register(verbs: Verbs) -> None:
     )
     retry.add_argument("agent")
     _acting(retry)
-
-    audit = _verb(verbs, "audit", "an agent's audit log of operator actions",
-                  lambda op, a: op.audit(a.agent, a.limit), views.audit)  # fmt: skip
-    audit.add_argument("agent")
-    audit.add_argument("--limit", type=int, default=100)
