@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import orjson
 
 _MISSING = object()
+# What a pointer a policy may name looks like: '/id', '/record/createdAt', '/a~1b'.
+POINTER_SYNTAX = re.compile(r"^(/([^~/]|~[01])*)+$")
 
 
 def pointer_tokens(pointer: str) -> list[str]:
@@ -40,6 +44,21 @@ def remove(document: object, pointer: str) -> None:
     elif isinstance(node, list) and last.isdigit() and int(last) < len(node):
         # Replace rather than delete so the positions of later elements keep their meaning.
         node[int(last)] = None
+
+
+def replace_at(document: object, pointer: str, value: object) -> bool:
+    """Set the existing value at ``pointer`` in place; False when the pointer does not resolve."""
+    *parents, last = pointer_tokens(pointer)
+    node = document
+    for token in parents:
+        node = _step(node, token)
+    if isinstance(node, dict) and last in node:
+        node[last] = value
+        return True
+    if isinstance(node, list) and last.isdigit() and int(last) < len(node):
+        node[int(last)] = value
+        return True
+    return False
 
 
 def string_at(body: bytes, pointer: str) -> str:

@@ -13,7 +13,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from idemproxy.policies.templates import methods_cover, template_covers
+from idemproxy.policies.append import AppendRule
+from idemproxy.policies.compensation import Compensation
+from idemproxy.policies.templates import is_param, is_rest, methods_cover, segments, template_covers
 
 
 class EffectClass(StrEnum):
@@ -149,6 +151,10 @@ class Route(Frozen):
     external_id: str | None = None
     allow_set_cookie: bool = False
     retry: RetryPolicy | None = None
+    # An append route reads the value back first, so a repeat never doubles text.
+    append: AppendRule | None = None
+    # How a completed effect of this route is undone (recover --strategy compensate).
+    compensation: Compensation | None = None
 
     @field_validator("volatile_fields")
     @classmethod
@@ -184,6 +190,22 @@ class Route(Frozen):
                 f"route {self.name!r}: 'native_key' protects effects; a safe route has none,"
                 " so remove it or make the route external"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _templates_fit(self) -> Route:
+        if self.append is not None and self.effect is not EffectClass.EXTERNAL:
+            raise ValueError(f"route {self.name!r}: 'append' is for external routes")
+        if self.compensation is not None and self.effect is EffectClass.SAFE:
+            raise ValueError(f"route {self.name!r}: a safe route has no effect to compensate")
+        params = frozenset(
+            segment.strip("{*}")
+            for segment in segments(self.match.path)
+            if is_param(segment) or is_rest(segment)
+        )
+        for rule in (self.append, self.compensation):
+            if rule is not None:
+                rule.check_fits(params)
         return self
 
 
