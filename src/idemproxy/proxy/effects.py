@@ -24,6 +24,7 @@ from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.jsonpointer import string_at
 from idemproxy.metrics import DuplicateKind, Metrics
 from idemproxy.policies.model import EffectClass, Route
+from idemproxy.proxy.append import AppendGuard
 from idemproxy.proxy.attempts import Attempts
 from idemproxy.proxy.forward import UpstreamFailure, exchange
 from idemproxy.proxy.headers import (
@@ -62,6 +63,7 @@ class EffectContext:
     key: EffectKey
     body: bytes
     fingerprint: str
+    answer_headers: tuple[tuple[str, str], ...] = ()  # added to the upstream's answer
 
 
 class EffectFlow:
@@ -73,6 +75,7 @@ class EffectFlow:
         self.metrics = metrics
         self.session = session
         self.native = NativeDedupe(store, session)
+        self.appends = AppendGuard(store, session)
 
     async def handle(self, ctx: EffectContext) -> tuple[web.StreamResponse, Outcome | ProblemCode]:
         meta = EffectMeta(
@@ -137,7 +140,12 @@ class EffectFlow:
 
         At most once per request: a re-send that ends unknown again waits for review.
         """
-        settled = None if tried else await self.native.reconcile(ctx, record)
+        if tried:
+            settled = None
+        elif ctx.route.append is not None:
+            settled = await self.appends.reopen(record.key)
+        else:
+            settled = await self.native.reconcile(ctx, record)
         if settled is None:
             self._blocked(ctx, DuplicateKind.UNKNOWN)
             raise outcome_unknown(record)
@@ -153,9 +161,29 @@ class EffectFlow:
         self.attempts.begin(key, fence)
         try:
             async with self._lease_kept(key, fence, ctx.route.lease_ms):
+                if ctx.route.append is not None:
+                    return await self._append(ctx, fence, outcome)
                 return await self._forward(ctx, fence, outcome)
         finally:
             self.attempts.end(key)
+
+    async def _append(
+        self, ctx: EffectContext, fence: int, outcome: Outcome
+    ) -> tuple[web.StreamResponse, Outcome | ProblemCode]:
+        """Send only what the value's end does not already hold (proxy/append.py)."""
+        try:
+            checked = await self.appends.check(ctx)
+        except RequestRefused as refusal:
+            settlement = Settlement(
+                RecordState.NOT_APPLIED, reason=refusal.detail, ttl_s=ctx.route.ttl_s
+            )
+            await self._settle(ctx.key.record_key, fence, settlement)
+            raise
+        if checked.settlement is None:
+            return await self._forward(checked.context, fence, outcome)
+        assert checked.response is not None
+        await self._settle(ctx.key.record_key, fence, checked.settlement)
+        return checked.response, Outcome.RECONCILED
 
     async def _forward(
         self, ctx: EffectContext, fence: int, outcome: Outcome
@@ -180,6 +208,7 @@ class EffectFlow:
                 verdict = classify_status(answer.status, route)
                 client_headers = client_response_headers(answer.headers)
                 client_headers.extend(outcome_headers(outcome, str(ctx.key)))
+                client_headers.extend(ctx.answer_headers)
                 capture = route.max_recorded_bytes if verdict is RecordState.COMPLETED else None
                 response, relayed = await relay(ctx.request, answer, client_headers, capture)
                 stored_headers = headers_to_store(
@@ -216,7 +245,8 @@ class EffectFlow:
         code = (
             ProblemCode.UPSTREAM_TIMEOUT if failure.timed_out else ProblemCode.UPSTREAM_DISCONNECTED
         )
-        settles = not retryable and await self.native.settles(ctx)
+        # An append is settled by its read-back, as a native key is by the upstream.
+        settles = not retryable and (ctx.route.append is not None or await self.native.settles(ctx))
         if retryable:
             detail = f"{failure.reason}; this generation may be retried with the same key"
         elif settles:

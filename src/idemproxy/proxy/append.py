@@ -1,0 +1,230 @@
+"""Append routes: read the value back and send only what its end does not already hold.
+
+Before an attempt of an append route sends anything, the value is read (``append.read``) and
+its end compared with the text the request adds:
+
+- all of the text is there: answered ``already present`` from the read, nothing is sent
+- its first part is there (an append cut off midway): only the rest is sent
+- none of it: the request is sent as it came
+
+The answer's ``Idem-Append`` header says which (``present``, ``remainder``, ``appended``). An
+append whose outcome is unknown needs no review: the next attempt's read-back settles it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+import aiohttp
+import orjson
+from aiohttp import ClientSession, web
+from multidict import CIMultiDict
+from yarl import URL
+
+from idemproxy.errors import ProblemCode, RequestRefused
+from idemproxy.jsonpointer import replace_at, resolve
+from idemproxy.policies.append import AppendRule
+from idemproxy.policies.placeholders import MissingValue, Values, fill_text
+from idemproxy.policies.templates import compile_template
+from idemproxy.proxy.forward import UpstreamFailure, exchange
+from idemproxy.proxy.headers import upstream_request_headers
+from idemproxy.proxy.native import Reconciled
+from idemproxy.proxy.outcome import Outcome, outcome_headers
+from idemproxy.proxy.problems import should_retry_headers
+from idemproxy.store.base import Store, StoreError
+from idemproxy.store.records import RecordKey, RecordState, Resolution, Settlement, StoredResponse
+
+if TYPE_CHECKING:
+    from idemproxy.proxy.effects import EffectContext
+
+log = logging.getLogger(__name__)
+
+APPEND_HEADER = "Idem-Append"
+READ_MAX_BYTES = 8 << 20
+
+
+class AppendCase(StrEnum):
+    PRESENT = "present"  # the whole text is already at the end: nothing sent
+    REMAINDER = "remainder"  # its first part is: only the rest sent
+    APPENDED = "appended"  # none of it is: sent as it came
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What the read-back decided: the context to send (``context``), or an answer and the
+    settlement that records it when nothing is to be sent."""
+
+    case: AppendCase
+    context: EffectContext
+    settlement: Settlement | None = None
+    response: web.Response | None = None
+
+
+def tail_overlap(value: str, text: str) -> int:
+    """The length of the longest start of ``text`` that ``value`` ends with (KMP, linear)."""
+    if not text:
+        return 0
+    tail = value[-len(text) :]
+    joined = [*text, None, *tail]  # None never equals a character: matches cannot span it
+    border = [0] * len(joined)
+    for index in range(1, len(joined)):
+        length = border[index - 1]
+        while length and joined[index] != joined[length]:
+            length = border[length - 1]
+        if joined[index] == joined[length]:
+            length += 1
+        border[index] = length
+    return border[-1]
+
+
+def decide(value: str, text: str, min_overlap_chars: int) -> tuple[AppendCase, str]:
+    """The case, and the text still to append."""
+    overlap = tail_overlap(value, text)
+    if text and overlap == len(text):
+        return AppendCase.PRESENT, ""
+    if overlap >= min_overlap_chars:
+        return AppendCase.REMAINDER, text[overlap:]
+    return AppendCase.APPENDED, text
+
+
+def path_params(template: str, path: str) -> dict[str, str]:
+    """The parameters of ``path`` under the route's path template."""
+    match = _pattern(template).fullmatch(path)
+    if match is None:
+        return {}
+    return {name: value for name, value in match.groupdict().items() if value is not None}
+
+
+@functools.lru_cache(maxsize=256)
+def _pattern(template: str) -> re.Pattern[str]:
+    return compile_template(template)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadBack:
+    """The value as the upstream showed it: its text, and the answer it came in."""
+
+    value: str
+    body: bytes = b""
+    content_type: str = ""
+
+
+class AppendGuard:
+    def __init__(self, store: Store, session: ClientSession) -> None:
+        self.store = store
+        self.session = session
+
+    async def check(self, ctx: EffectContext) -> Checked:
+        """Read the value back and decide; ``RequestRefused`` when that cannot be done."""
+        rule = ctx.route.append
+        assert rule is not None
+        text = _appended_text(rule, ctx.body)
+        current = await self._read(ctx, rule)
+        case, rest = decide(current.value, text, rule.min_overlap_chars)
+        log.info("append checked: %s", case, extra={"effect_key": str(ctx.key)})
+        headers = ((APPEND_HEADER, case.value),)
+        if case is AppendCase.PRESENT:
+            # Only a value that was read can hold the text, so the read answered 200.
+            stored_headers = (("Content-Type", current.content_type), *headers)
+            stored = StoredResponse(200, stored_headers, current.body)
+            settlement = Settlement(
+                RecordState.COMPLETED,
+                response=stored,
+                reason="append: the text was already at the end of the value; nothing sent",
+                ttl_s=ctx.route.ttl_s,
+            )
+            return Checked(case, ctx, settlement, _present_response(stored, str(ctx.key)))
+        body = ctx.body if case is AppendCase.APPENDED else _with_text(rule, ctx.body, rest)
+        return Checked(case, replace(ctx, body=body, answer_headers=headers))
+
+    async def reopen(self, key: RecordKey) -> Reconciled:
+        """Free an append whose outcome is unknown: the next attempt's read-back settles it."""
+        reason = "append: outcome settled by reading the value back before sending again"
+        resolution = Resolution(RecordState.NOT_APPLIED, reason=reason)
+        try:
+            await self.store.resolve(key, RecordState.UNKNOWN, resolution)
+        except StoreError:
+            log.warning("could not reopen an unknown append", extra={"effect_key": str(key)})
+        return Reconciled()
+
+    async def _read(self, ctx: EffectContext, rule: AppendRule) -> ReadBack:
+        upstream = ctx.target.upstream
+        values = Values(path_params(ctx.route.match.path, ctx.target.path), request=ctx.body)
+        try:
+            path = fill_text(rule.read, values, in_path=True)
+        except MissingValue as exc:
+            raise _refused(f"append.read cannot be filled: {exc}") from None
+        headers = upstream_request_headers(ctx.request.headers, keep_length=False)
+        for name in ("Content-Type", "Content-Encoding"):
+            headers.popall(name, None)
+        headers["Accept-Encoding"] = "identity"
+        url = URL(upstream.base_url + path, encoded=True)
+        try:
+            async with exchange(self.session, "GET", url, headers, None, upstream.timeout) as got:
+                body = await got.content.read(READ_MAX_BYTES)
+                status, content_type = got.status, got.headers.get("Content-Type", "text/plain")
+        except (UpstreamFailure, aiohttp.ClientError, TimeoutError) as exc:
+            raise _refused(f"reading the value back failed ({exc})") from exc
+        if status == 404:
+            return ReadBack("")  # nothing there yet: the append starts it
+        if status != 200:
+            raise _refused(f"reading the value back answered {status}")
+        return ReadBack(_current_value(rule, body), body, content_type)
+
+
+def _refused(why: str) -> RequestRefused:
+    return RequestRefused(
+        ProblemCode.UPSTREAM_UNREACHABLE,
+        f"{why}, so nothing was appended: without the current value a repeat could double the"
+        " text; retrying is safe",
+        retry_after_s=1,
+    )
+
+
+def _appended_text(rule: AppendRule, body: bytes) -> str:
+    if rule.content is None:
+        return body.decode("utf-8", "replace")
+    try:
+        text = resolve(orjson.loads(body), rule.content)
+    except orjson.JSONDecodeError:
+        text = None
+    if not isinstance(text, str):
+        raise RequestRefused(
+            ProblemCode.INVALID_REQUEST,
+            f"this append route takes the text to append at {rule.content} of a JSON body;"
+            " nothing was sent: put the text there",
+        )
+    return text
+
+
+def _with_text(rule: AppendRule, body: bytes, text: str) -> bytes:
+    """The request body with only ``text`` left to append."""
+    if rule.content is None:
+        return text.encode()
+    document = orjson.loads(body)
+    replace_at(document, rule.content, text)
+    return orjson.dumps(document)
+
+
+def _current_value(rule: AppendRule, body: bytes) -> str:
+    if rule.value is None:
+        return body.decode("utf-8", "replace")
+    try:
+        value = resolve(orjson.loads(body), rule.value)
+    except orjson.JSONDecodeError:
+        value = None
+    if not isinstance(value, str):
+        raise _refused(f"the value read back has no text at {rule.value} (append.value)")
+    return value
+
+
+def _present_response(stored: StoredResponse, effect_key: str) -> web.Response:
+    headers: CIMultiDict[str] = CIMultiDict(stored.headers)
+    headers.extend(outcome_headers(Outcome.RECONCILED, effect_key))
+    headers.extend(should_retry_headers(False))
+    return web.Response(status=stored.status, body=stored.body, headers=headers)
