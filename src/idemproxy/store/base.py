@@ -121,7 +121,10 @@ class Store(Protocol):
         ...
 
     async def list_agents(self) -> list[str]:
-        """Every agent the store holds live records, events or audit entries of, sorted."""
+        """Every agent the store holds records, events or audit entries of, sorted.
+
+        An agent whose last record just expired may stay listed until the store purges it.
+        """
         ...
 
     async def sweep_expired(self, agent: str, limit: int = 100) -> list[EffectRecord]:

@@ -2,6 +2,7 @@
 
 Called only on the store's own thread, inside its transactions::
 
+    agents    every agent that has claimed a record, so listing them reads no big table
     cursors   one row per agent: where delivery to the recovery controller stands
     audit     operator actions; ``id`` (AUTOINCREMENT) is the entry id, printed like event ids
     archives  one row per (agent, batch) that was abandoned: the records as they stood
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 
 TABLES = (
+    "CREATE TABLE IF NOT EXISTS agents (agent TEXT PRIMARY KEY) WITHOUT ROWID",
     """CREATE TABLE IF NOT EXISTS cursors (
         agent TEXT PRIMARY KEY, version INTEGER NOT NULL, acked TEXT NOT NULL,
         owner TEXT NOT NULL, lease_expires_ms INTEGER NOT NULL, attempts INTEGER NOT NULL,
@@ -130,14 +132,21 @@ def read_archive(db: sqlite3.Connection, agent: str, batch: str) -> bytes | None
     return bytes(row["doc"]) if row is not None else None
 
 
-def list_agents(db: sqlite3.Connection, now_ms: int) -> list[str]:
-    """Agents with a live record, an event or an audit entry."""
-    rows = db.execute(
-        "SELECT agent FROM records WHERE expires_ms > ? UNION SELECT agent FROM events"
-        " UNION SELECT agent FROM audit ORDER BY agent",
-        (now_ms,),
+def register(db: sqlite3.Connection, agent: str) -> None:
+    """List the agent (a no-op when it is listed), in the transaction of its claim."""
+    db.execute("INSERT OR IGNORE INTO agents (agent) VALUES (?)", (agent,))
+
+
+def backfill(db: sqlite3.Connection) -> None:
+    """List the agents of a file written before the agents table existed."""
+    db.execute(
+        "INSERT OR IGNORE INTO agents (agent)"
+        " SELECT DISTINCT agent FROM records UNION SELECT DISTINCT agent FROM events"
     )
-    return [row["agent"] for row in rows]
+
+
+def list_agents(db: sqlite3.Connection) -> list[str]:
+    return [row["agent"] for row in db.execute("SELECT agent FROM agents ORDER BY agent")]
 
 
 def delete_freed(
@@ -159,6 +168,12 @@ def delete_freed(
 def purge(
     db: sqlite3.Connection, now_ms: int, retention_ms: int, archive_retention_ms: int
 ) -> None:
-    """Delete audit entries and archives past their retention."""
+    """Delete audit entries and archives past their retention, then the agents with nothing
+    left (run after the records and events are purged)."""
     db.execute("DELETE FROM audit WHERE ts_ms < ?", (now_ms - retention_ms,))
     db.execute("DELETE FROM archives WHERE ts_ms < ?", (now_ms - archive_retention_ms,))
+    db.execute(
+        "DELETE FROM agents WHERE NOT EXISTS (SELECT 1 FROM records WHERE agent = agents.agent)"
+        " AND NOT EXISTS (SELECT 1 FROM events WHERE agent = agents.agent)"
+        " AND NOT EXISTS (SELECT 1 FROM audit WHERE agent = agents.agent)"
+    )

@@ -80,6 +80,8 @@ def connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
             raise StoreCorrupt(f"{path} has schema {version}, newer than {SCHEMA_VERSION}")
         for statement in (*_TABLES, *sqlite_journal.TABLES):
             db.execute(statement)
+        if version < SCHEMA_VERSION:
+            sqlite_journal.backfill(db)
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.execute("COMMIT")
     except BaseException:

@@ -209,7 +209,7 @@ class SQLiteStore:
         )
 
     async def list_agents(self) -> list[str]:
-        return await self._run(lambda db: journal.list_agents(db, wall_clock_ms()))
+        return await self._run(journal.list_agents)
 
     async def sweep_expired(self, agent: str, limit: int = 100) -> list[EffectRecord]:
         def sweep(db: sqlite3.Connection, now_ms: int) -> list[EffectRecord]:
@@ -320,4 +320,5 @@ def _claim(db: sqlite3.Connection, request: ClaimRequest, now_ms: int) -> ClaimR
         attempts=(record.attempts if record else 0) + 1,
     )
     schema.save(db, claimed, now_ms + request.ttl_s * 1000)
+    journal.register(db, request.key.agent)
     return ClaimResult(claimed=True, fence=fence)

@@ -1,0 +1,52 @@
+"""What only the SQLite store's ledger tables have: the agents list, kept and purged."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from idemproxy.store import sqlite_journal, sqlite_schema
+from idemproxy.store.records import RecordKey, RecordState, Settlement
+from idemproxy.store.sqlite_store import SQLiteStore
+from tests.store.test_contract import claim_request
+
+V1_RECORDS = sqlite_schema._TABLES[0]  # the records table as schema 1 wrote it
+
+
+async def test_a_file_from_before_the_agents_table_lists_its_agents(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.execute(V1_RECORDS)
+    columns = "agent, effect_id, state, fence, fingerprint, batch, tool_call, action, upstream,"
+    columns += " method, path, lease_expires_ms, created_ms, updated_ms, attempts,"
+    columns += " body_truncated, external_id, reason, expires_ms"
+    values = "'old-agent', 'e1', 'completed', 1, 'fp', '', '', '', '', '', '', 0, 1, 1, 1, 0,"
+    values += " '', '', 99999999999999"
+    db.execute(f"INSERT INTO records ({columns}) VALUES ({values})")
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+
+    store = SQLiteStore(path)
+    try:
+        assert await store.list_agents() == ["old-agent"]
+        assert (await store.get(RecordKey("old-agent", "e1"))) is not None
+    finally:
+        await store.close()
+
+
+async def test_the_purge_drops_agents_with_nothing_left(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "effects.db")
+    gone, kept = RecordKey("gone", "e1"), RecordKey("kept", "e1")
+    await store.claim(claim_request(gone, ttl_s=1))
+    await store.claim(claim_request(kept, ttl_s=600))
+    await store.settle(kept, 1, Settlement(RecordState.NOT_APPLIED, ttl_s=600))
+    await store.close()
+    assert sorted(await SQLiteStore(tmp_path / "effects.db").list_agents()) == ["gone", "kept"]
+
+    db = sqlite_schema.connect(tmp_path / "effects.db", 1000)
+    later_ms = 2**42  # long after every record here expired
+    sqlite_schema.purge(db, later_ms, retention_ms=10**15)  # records gone, events kept
+    sqlite_journal.purge(db, later_ms, 10**15, 10**15)
+    assert sqlite_journal.list_agents(db) == ["kept"]  # its event keeps it listed
+    db.close()
