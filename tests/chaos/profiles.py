@@ -26,80 +26,72 @@ def soak_s() -> float:
     return float(os.environ.get("IDEMPROXY_SOAK_S", "600"))
 
 
+def soaked(short: ChaosProfile, duration_s: float, agents: int) -> ChaosProfile:
+    """The long run of a profile: more time, agents and calls per batch, longer outages."""
+    if not soak_selected():
+        return short
+    return replace(
+        short,
+        name="soak",
+        duration_s=duration_s,
+        request_budget=2_000_000,
+        agents=agents,
+        agent_plan=AgentPlan(calls_per_batch=6),
+        fault_plan=replace(short.fault_plan, outage_s=(0.2, 2.0), pause_s=(1.2, 2.5)),
+        upstream_rates=SOAK_UPSTREAM_RATES,
+    )
+
+
 def redis_profile() -> ChaosProfile:
     """Three proxies sharing one Redis; proxies and Redis fail in turn."""
-    kinds = [*PROXY_FAULTS, *REDIS_FAULTS]
-    if soak_selected():
-        return ChaosProfile(
-            name="soak",
-            duration_s=soak_s(),
-            request_budget=2_000_000,
-            agents=24,
-            proxies=3,
-            agent_plan=AgentPlan(calls_per_batch=6),
-            fault_plan=FaultPlan(kinds, interval_s=2.0, outage_s=(0.2, 2.0), pause_s=(1.2, 2.5)),
-            upstream_rates=SOAK_UPSTREAM_RATES,
-        )
-    return ChaosProfile(
+    short = ChaosProfile(
         name="short",
         duration_s=15,
         request_budget=6_000,
         agents=10,
         proxies=3,
         agent_plan=AgentPlan(),
-        fault_plan=FaultPlan(kinds, interval_s=1.5, outage_s=(0.2, 1.0), pause_s=(1.2, 1.8)),
+        fault_plan=FaultPlan(
+            [*PROXY_FAULTS, *REDIS_FAULTS],
+            interval_s=1.5,
+            outage_s=(0.2, 1.0),
+            pause_s=(1.2, 1.8),
+        ),
         upstream_rates=UPSTREAM_RATES,
     )
+    return soaked(short, soak_s(), agents=24)
 
 
 def sqlite_profile() -> ChaosProfile:
     """One proxy on the embedded store, killed, stopped and paused in turn."""
-    plan = FaultPlan(PROXY_FAULTS, interval_s=1.5, outage_s=(0.1, 0.5), pause_s=(1.2, 1.8))
-    if soak_selected():
-        return ChaosProfile(
-            name="soak",
-            duration_s=soak_s() / 3,
-            request_budget=1_000_000,
-            agents=12,
-            proxies=1,
-            agent_plan=AgentPlan(calls_per_batch=6),
-            fault_plan=plan,
-            upstream_rates=SOAK_UPSTREAM_RATES,
-        )
-    return ChaosProfile(
+    short = ChaosProfile(
         name="short",
         duration_s=10,
         request_budget=3_000,
         agents=6,
         proxies=1,
         agent_plan=AgentPlan(),
-        fault_plan=plan,
+        fault_plan=FaultPlan(PROXY_FAULTS, interval_s=1.5, outage_s=(0.1, 0.5), pause_s=(1.2, 1.8)),
         upstream_rates=UPSTREAM_RATES,
     )
+    return soaked(short, soak_s() / 3, agents=12)
 
 
 def cluster_profile() -> ChaosProfile:
     """Two proxies on a three-master Cluster whose masters fail over and restart."""
-    kinds = [*CLUSTER_FAULTS, FaultKind.PROXY_KILL, FaultKind.PROXY_PAUSE]
-    plan = FaultPlan(kinds, interval_s=1.0, outage_s=(0.2, 0.8), pause_s=(1.2, 1.6))
-    if soak_selected():
-        return ChaosProfile(
-            name="soak",
-            duration_s=soak_s() / 3,
-            request_budget=1_000_000,
-            agents=12,
-            proxies=2,
-            agent_plan=AgentPlan(calls_per_batch=6),
-            fault_plan=replace(plan, interval_s=2.0),
-            upstream_rates=SOAK_UPSTREAM_RATES,
-        )
-    return ChaosProfile(
+    short = ChaosProfile(
         name="cluster",
         duration_s=18,
         request_budget=6_000,
         agents=8,
         proxies=2,
         agent_plan=AgentPlan(),
-        fault_plan=plan,
+        fault_plan=FaultPlan(
+            [*CLUSTER_FAULTS, FaultKind.PROXY_KILL, FaultKind.PROXY_PAUSE],
+            interval_s=1.0,
+            outage_s=(0.2, 0.8),
+            pause_s=(1.2, 1.6),
+        ),
         upstream_rates=UPSTREAM_RATES,
     )
+    return soaked(short, soak_s() / 3, agents=12)

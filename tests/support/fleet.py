@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import sys
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -13,33 +11,16 @@ from typing import Any
 
 import orjson
 
-from tests.support.processes import (
-    Process,
-    RedisServer,
-    ServedProxy,
-    free_port,
-    http_get,
-    wait_for_port,
-)
+from tests.support.processes import RedisServer, ServedProxy, UpstreamProcess, http_get
 
 CONTROLLER_SECRET = "chaos-controller-signing-secret-0123456789"
 
 
-class ChaosUpstream(Process):
+class ChaosUpstream(UpstreamProcess):
     """``tests.support.chaos_upstream`` as a process, with its fault switch and its ledger."""
 
     def __init__(self, log_dir: Path) -> None:
-        self.port = free_port()
-        args = [sys.executable, "-m", "tests.support.chaos_upstream", str(self.port)]
-        super().__init__("chaos-upstream", args, log_dir, dict(os.environ))
-
-    def start(self) -> None:
-        super().start()
-        wait_for_port(self.port)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        super().__init__(log_dir, "tests.support.chaos_upstream", "chaos-upstream")
 
     def set_faults(
         self,

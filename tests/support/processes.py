@@ -88,11 +88,13 @@ class Process:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
-class FakeUpstream(Process):
-    def __init__(self, log_dir: Path) -> None:
+class UpstreamProcess(Process):
+    """A fake upstream module of ``tests.support`` run as ``python -m MODULE PORT``."""
+
+    def __init__(self, log_dir: Path, module: str, name: str) -> None:
         self.port = free_port()
-        args = [sys.executable, "-m", "tests.support.upstream", str(self.port)]
-        super().__init__("upstream", args, log_dir, dict(os.environ))
+        args = [sys.executable, "-m", module, str(self.port)]
+        super().__init__(name, args, log_dir, dict(os.environ))
 
     def start(self) -> None:
         super().start()
@@ -101,6 +103,11 @@ class FakeUpstream(Process):
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+
+class FakeUpstream(UpstreamProcess):
+    def __init__(self, log_dir: Path) -> None:
+        super().__init__(log_dir, "tests.support.upstream", "upstream")
 
     def effects(self, path_suffix: str = "") -> list[dict[str, str]]:
         _, body = http_get(f"{self.url}/_effects")
