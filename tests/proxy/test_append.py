@@ -103,7 +103,7 @@ async def test_an_append_cut_off_midway_is_finished_with_only_the_rest(
     memory.cut_next_after_chars = 12
 
     status, headers, _ = await append(proxy, ENTRY)
-    assert status == 502 and headers["Idem-Outcome"] == "upstream-disconnected"
+    assert (status, headers["Idem-Outcome"]) == (502, "upstream-disconnected")
     assert memory.blocks["notes"] == NOTES + ENTRY[:12]  # half an entry, and no answer
 
     status, headers, body = await append(proxy, ENTRY)
