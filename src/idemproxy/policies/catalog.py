@@ -23,6 +23,7 @@ class RouteRow:
     native_key: bool
     volatile_fields: str
     on_missing_key: str
+    undo: str  # the compensation request, if the route declares one
 
     @classmethod
     def of(cls, route: Route, *, default: bool = False) -> RouteRow:
@@ -35,6 +36,7 @@ class RouteRow:
             volatile_fields=", ".join(route.volatile_fields),
             # A safe route never needs a key, so the rule has nothing to say there.
             on_missing_key="" if route.effect is EffectClass.SAFE else str(route.on_missing_key),
+            undo=route.compensation.describe() if route.compensation else "",
         )
 
 
@@ -63,15 +65,17 @@ def markdown_route_tables() -> str:
             "",
             " ".join(policy.description.split()),
             "",
-            "| route | methods | path | effect | native key | volatile fields |",
-            "|---|---|---|---|---|---|",
+            "| route | methods | path | effect | native key | volatile fields | compensation |",
+            "|---|---|---|---|---|---|---|",
         ]
         for row in route_rows(policy):
             volatile = f"`{row.volatile_fields}`" if row.volatile_fields else ""
             native = "yes" if row.native_key else ""
             path = row.path if row.path.startswith("(") else f"`{row.path}`"
+            undo = f"`{row.undo}`" if row.undo else ""
             lines.append(
-                f"| `{row.name}` | {row.methods} | {path} | {row.effect} | {native} | {volatile} |"
+                f"| `{row.name}` | {row.methods} | {path} | {row.effect} | {native} | {volatile}"
+                f" | {undo} |"
             )
         sections.append("\n".join(lines))
     return "\n\n".join(sections) + "\n"
