@@ -40,6 +40,7 @@ READ_TIMEOUT_S = 1.0
 FINAL_TRIES = 40
 FINAL_CONCURRENCY = 16
 DELIVERY_WAIT_S = 30.0
+COVERAGE_GRACE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,9 @@ async def _traffic(
     faults = asyncio.create_task(injector.run(stop))
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(journal.spent.wait(), profile.duration_s)
+    # On a slow machine restarts take longer: run on until every planned fault has happened.
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(injector.covered.wait(), COVERAGE_GRACE_S)
     stop.set()
     await asyncio.gather(*tasks, faults)
 

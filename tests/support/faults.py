@@ -67,6 +67,7 @@ class FaultInjector:
         self.cluster = cluster
         self.rng = random.Random(seed)
         self.injected: Counter[str] = Counter()
+        self.covered = asyncio.Event()  # set once every planned kind has happened
 
     def _order(self, kinds: Sequence[FaultKind]) -> Iterator[FaultKind]:
         """Every kind once per round, in a new order each round, so short runs see them all."""
@@ -91,6 +92,8 @@ class FaultInjector:
             kind = next(order)
             await self.inject(kind)
             self.injected[kind] += 1
+            if set(self.plan.kinds) <= set(self.injected):
+                self.covered.set()
 
     async def inject(self, kind: FaultKind) -> None:
         if kind in REDIS_FAULTS:
