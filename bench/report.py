@@ -13,7 +13,7 @@ class Case:
     letter: str
     title: str
     script: str  # wrk Lua script in bench/
-    path: str  # request target for get.lua
+    target: str  # get.lua: the path to GET; post.lua: "first" or "replay"
     reference_mode: str  # the miniproxy.py mode that gives the matching figure
 
 
@@ -50,7 +50,7 @@ def print_report(rows: list[Row], machine: str, duration: str, memory: list[Foot
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         ratio = added = ""
-        if row.reference is not None:
+        if row.reference is not None and row.reference.req_s > 0:
             ratio = f"{row.ours.req_s / row.reference.req_s:.2f}x"
             added = f"{row.ours.p50_ms - row.reference.p50_ms:+.2f}"
         workers = str(row.workers) if row.workers else "-"

@@ -40,8 +40,8 @@ CONNS = (1, 32)
 
 CASES = (
     Case("a", "safe GET pass-through", "get.lua", "/up/api/messages", "pass"),
-    Case("b", "external POST, first call", "first.lua", "", "redis"),
-    Case("c", "external POST, replay", "replay.lua", "", "redis"),
+    Case("b", "external POST, first call", "post.lua", "first", "redis"),
+    Case("c", "external POST, replay", "post.lua", "replay", "redis"),
     Case("d", "1 MiB response, safe", "get.lua", "/up/api/big", "pass"),
     Case("d", "SSE 50 events x 20 ms, safe", "get.lua", "/up/api/stream", "pass"),
 )
@@ -66,32 +66,35 @@ class Bench:
     loop: str
     redis_pid: int = 0
 
-    def cells(
-        self, base_url: str, cases: tuple[Case, ...], pid: int | None = None
-    ) -> dict[tuple[Case, int], Cell]:
+    def cell(self, base_url: str, case: Case, conns: int, pid: int | None = None) -> Cell:
+        """One wrk run, with the Redis commands and CPU time it cost."""
         counter = CommandCounter(self.redis_port)
-        results: dict[tuple[Case, int], Cell] = {}
         try:
-            for case in cases:
-                for conns in CONNS:
-                    # wrk's Lua random numbers repeat run after run: the run id keeps keys fresh.
-                    env = {**os.environ, "BENCH_RUN": f"{self.run_id}-{uuid.uuid4().hex[:8]}"}
-                    env["BENCH_PATH"] = case.path
-                    if case.script == "replay.lua":
-                        _record_once(base_url, env["BENCH_RUN"])
-                    before, cpu_before = counter.snapshot(), cpu_s(pid) if pid else 0.0
-                    redis_before = cpu_s(self.redis_pid)
-                    cell = wrk(base_url, case.script, conns, self.duration, env)
-                    cpu = cpu_s(pid) - cpu_before if pid else 0.0
-                    redis_cpu = cpu_s(self.redis_pid) - redis_before
-                    results[case, conns] = counter.per_request(before, cell, cpu, redis_cpu)
+            # wrk's Lua random numbers repeat run after run: the run id keeps keys fresh.
+            env = {**os.environ, "BENCH_RUN": f"{self.run_id}-{uuid.uuid4().hex[:8]}"}
+            env["BENCH_PATH" if case.script == "get.lua" else "BENCH_MODE"] = case.target
+            if case.target == "replay":
+                _record_once(base_url, env["BENCH_RUN"])
+            before, cpu_before = counter.snapshot(), cpu_s(pid) if pid else 0.0
+            redis_before = cpu_s(self.redis_pid)
+            cell = wrk(base_url, case.script, conns, self.duration, env)
+            cpu = cpu_s(pid) - cpu_before if pid else 0.0
+            redis_cpu = cpu_s(self.redis_pid) - redis_before
+            return counter.per_request(before, cell, cpu, redis_cpu)
         finally:
             counter.close()
-        return results
+
+
+@dataclass(frozen=True)
+class Served:
+    """A proxy under test, running."""
+
+    proc: Proc
+    url: str
 
 
 def _record_once(base_url: str, run: str) -> None:
-    """Make the record replay.lua replays, so that no cell starts with a race to claim it."""
+    """Make the record a replay cell replays, so that no cell starts with a race to claim it."""
     call = "replay-" + run
     headers = {"Content-Type": "application/json", "Idempotency-Key": call,
                "Idem-Batch": "b-" + run, "Idem-Tool-Call": call}  # fmt: skip
@@ -125,7 +128,7 @@ def _started(proc: Proc, port: int) -> Iterator[Proc]:
         proc.stop()
 
 
-def _idemproxy(bench: Bench, workers: int) -> tuple[Proc, int]:
+def _idemproxy(bench: Bench, stack: contextlib.ExitStack, workers: int) -> Served:
     port, admin_port = free_port(), free_port()
     policy = bench.workdir / "policy.yaml"
     policy.write_text(POLICY)
@@ -147,7 +150,10 @@ def _idemproxy(bench: Bench, workers: int) -> tuple[Proc, int]:
         shadow.mkdir(exist_ok=True)
         (shadow / "uvloop.py").write_text("raise ImportError('the bench runs on asyncio')\n")
         proc.env["PYTHONPATH"] = str(shadow)
-    return proc, port
+    stack.enter_context(_started(proc, port))
+    _wait_listening(proc, workers)
+    _warm(f"http://127.0.0.1:{port}/up/api/messages")
+    return Served(proc, f"http://127.0.0.1:{port}")
 
 
 def _upstreams(bench: Bench, stack: contextlib.ExitStack, tools: dict[str, str]) -> int:
@@ -186,81 +192,80 @@ def _measure(
     bench: Bench, stack: contextlib.ExitStack, tools: dict[str, str]
 ) -> tuple[list[Row], list[Footprint]]:
     nginx_proxy_port = _upstreams(bench, stack, tools)
-    redis = Proc(
-        "redis",
-        [
-            tools["redis-server"],
-            "--port",
-            str(bench.redis_port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ],
-        bench.workdir,
+    redis_args = [tools["redis-server"], "--port", str(bench.redis_port), "--bind", "127.0.0.1",
+                  "--save", "", "--appendonly", "no"]  # fmt: skip
+    redis = stack.enter_context(
+        _started(Proc("redis", redis_args, bench.workdir), bench.redis_port)
     )
-    stack.enter_context(_started(redis, bench.redis_port))
     bench.redis_pid = redis.pid
-    rows: list[Row] = []
-    memory: list[Footprint] = []
-    anchors = (Case("-", "anchor: nginx direct, POST", "first.lua", "", "-"),)
-    for name, url in (("nginx direct", UPSTREAM_PORT), ("nginx proxy", nginx_proxy_port)):
-        cells = bench.cells(f"http://127.0.0.1:{url}", anchors)
-        rows += [Row(f"anchor: {name}, POST", c, cells[anchors[0], c], None) for c in CONNS]
-    reference = _reference_cells(bench)
+    anchor = Case("-", "anchor", "post.lua", "first", "-")
+    rows = [
+        Row(
+            f"anchor: {name}, POST",
+            conns,
+            bench.cell(f"http://127.0.0.1:{port}", anchor, conns),
+            None,
+        )
+        for name, port in (("nginx direct", UPSTREAM_PORT), ("nginx proxy", nginx_proxy_port))
+        for conns in CONNS
+    ]
+    references = {mode: _reference(bench, stack, mode) for mode in ("pass", "redis")}
     workers = [int(n) for n in os.environ.get("WORKERS", "1 2").split()]
-    for count in workers:
-        proc, port = _idemproxy(bench, count)
-        with _started(proc, port):
-            _wait_listening(proc, count)
-            _warm(f"http://127.0.0.1:{port}/up/api/messages")
-            cases = CASES if count == workers[0] else CASES[:3]
-            cells = bench.cells(f"http://127.0.0.1:{port}", cases, proc.pid)
-            peak = peak_rss_mib(proc.pid)
-            rows += [
-                Row(
-                    f"({case.letter}) {case.title}",
-                    conns,
-                    cells[case, conns],
-                    reference.get((case, conns)),
-                    workers=count,
-                    peak_rss_mib=peak,
-                )
-                for case in cases
-                for conns in CONNS
-            ]
-            if count == workers[0] and os.environ.get("MEM", "1") != "0":
-                memory = _memory(proc, port)
+    ours = {count: _idemproxy(bench, stack, count) for count in workers}
+    # Cell by cell, the reference and then each idemproxy, so that whatever else loads the
+    # machine meanwhile falls on both sides alike.
+    cells: dict[tuple[int, Case, int], Cell] = {}
+    references_cells: dict[tuple[Case, int], Cell] = {}
+    for case in CASES:
+        for conns in CONNS:
+            reference = references[case.reference_mode]
+            references_cells[case, conns] = bench.cell(
+                reference.url, case, conns, reference.proc.pid
+            )
+            for count, served in ours.items():
+                if count == workers[0] or case in CASES[:3]:
+                    cells[count, case, conns] = bench.cell(served.url, case, conns, served.proc.pid)
+    for mode, reference in references.items():
+        print(f"reference {mode}: peak RSS {peak_rss_mib(reference.proc.pid):.1f} MiB")
+    peaks = {count: peak_rss_mib(served.proc.pid) for count, served in ours.items()}
+    rows += [
+        Row(
+            f"({case.letter}) {case.title}",
+            conns,
+            cell,
+            references_cells[case, conns],
+            workers=count,
+            peak_rss_mib=peaks[count],
+        )
+        for count in workers
+        for case in CASES
+        for conns in CONNS
+        if (cell := cells.get((count, case, conns))) is not None
+    ]
+    memory: list[Footprint] = []
+    if os.environ.get("MEM", "1") != "0":
+        memory = _memory(ours[workers[0]])
     return rows, memory
 
 
-def _reference_cells(bench: Bench) -> dict[tuple[Case, int], Cell]:
+def _reference(bench: Bench, stack: contextlib.ExitStack, mode: str) -> Served:
     miniproxy = Path(os.environ.get("MINIPROXY", REPO.parent / "shared/bench/miniproxy.py"))
     if not miniproxy.exists():
         raise SystemExit(f"bench: the reference proxy {miniproxy} is missing; set MINIPROXY")
-    results: dict[tuple[Case, int], Cell] = {}
-    for mode in ("pass", "redis"):
-        port = free_port()
-        args = [bench.python, str(HERE / "reference.py"), str(miniproxy), mode, str(port)]
-        if bench.loop == "uvloop":
-            args.append("uvloop")
-        proc = Proc(
-            f"miniproxy-{mode}", args, bench.workdir, BENCH_REDIS_PORT=str(bench.redis_port)
-        )
-        with _started(proc, port):
-            _warm(f"http://127.0.0.1:{port}/up/api/messages")
-            cases = tuple(case for case in CASES if case.reference_mode == mode)
-            results.update(bench.cells(f"http://127.0.0.1:{port}", cases, proc.pid))
-            print(f"reference {mode}: peak RSS {peak_rss_mib(proc.pid):.1f} MiB", flush=True)
-    return results
+    port = free_port()
+    args = [bench.python, str(HERE / "reference.py"), str(miniproxy), mode, str(port)]
+    if bench.loop == "uvloop":
+        args.append("uvloop")
+    proc = Proc(f"miniproxy-{mode}", args, bench.workdir, BENCH_REDIS_PORT=str(bench.redis_port))
+    stack.enter_context(_started(proc, port))
+    _warm(f"http://127.0.0.1:{port}/up/api/messages")
+    return Served(proc, f"http://127.0.0.1:{port}")
 
 
-def _memory(proc: Proc, port: int) -> list[Footprint]:
+def _memory(served: Served) -> list[Footprint]:
     return footprints(
-        proc.pid,
-        f"http://127.0.0.1:{port}",
+        served.proc.pid,
+        served.url,
         huge_mb=int(os.environ.get("HUGE_MB", "100")),
         sse_events=int(os.environ.get("SSE_EVENTS", "30000")),
         calls=int(os.environ.get("CALLS", "1000")),
