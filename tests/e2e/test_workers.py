@@ -72,11 +72,12 @@ def requests_total(admin_url: str) -> float:
 
 
 def alive(pid: int) -> bool:
+    """Running, not a zombie: a worker orphaned by a kill is reaped by whoever adopts it."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
         return False
-    return True
+    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 async def test_both_workers_serve_and_every_scrape_counts_all_of_them(
@@ -150,10 +151,26 @@ async def test_a_worker_that_dies_stops_the_others_and_exits_1(
     proxy = two_workers(tmp_path, upstream, redis_server)
     with running(proxy):
         first, second = worker_pids(proxy)
-        os.kill(first, signal.SIGKILL)
+        assert proxy.proc is not None
+        assert first == proxy.proc.pid  # the serve process is the first worker
+        os.kill(second, signal.SIGKILL)
         assert await asyncio.to_thread(proxy.wait) == 1
         assert not alive(second)
     assert "exited with code -9; stopping the others" in proxy.output()
+
+
+def test_a_worker_left_alone_drains_and_exits(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    proxy = two_workers(tmp_path, upstream, redis_server)
+    with running(proxy):
+        _, second = worker_pids(proxy)
+        proxy.kill()
+        deadline = time.monotonic() + 10
+        while alive(second) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(second)
+        assert "the first worker is gone; this one drains and exits" in proxy.output()
 
 
 def test_several_workers_refuse_the_memory_store(tmp_path: Path) -> None:
