@@ -8,6 +8,7 @@ from typing import TypeVar
 
 from idemproxy.metrics import Metrics
 from idemproxy.store.base import Store, StoreError
+from idemproxy.store.control import AgentControl, Pause
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 from idemproxy.store.records import (
     ClaimRequest,
@@ -47,6 +48,7 @@ class InstrumentedStore:
                 "cursor",
                 "audit",
                 "archive",
+                "control",
             )
         }
 
@@ -75,9 +77,10 @@ class InstrumentedStore:
         expected: RecordState,
         resolution: Resolution,
         audit: AuditEntry | None = None,
+        fence: int | None = None,
     ) -> ResolveResult:
         return await self._timed(
-            "resolve", lambda: self.inner.resolve(key, expected, resolution, audit)
+            "resolve", lambda: self.inner.resolve(key, expected, resolution, audit, fence)
         )
 
     async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
@@ -134,6 +137,22 @@ class InstrumentedStore:
 
     async def read_archive(self, agent: str, batch: str) -> bytes | None:
         return await self._timed("archive", lambda: self.inner.read_archive(agent, batch))
+
+    async def read_control(self, agent: str) -> AgentControl:
+        return await self._timed("control", lambda: self.inner.read_control(agent))
+
+    async def write_pause(
+        self,
+        agent: str,
+        version: int,
+        pause: Pause | None,
+        audit: AuditEntry,
+        reset_failures: bool = False,
+    ) -> AgentControl | None:
+        return await self._timed(
+            "control",
+            lambda: self.inner.write_pause(agent, version, pause, audit, reset_failures),
+        )
 
     async def close(self) -> None:
         await self.inner.close()

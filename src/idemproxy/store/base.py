@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from idemproxy.store.control import AgentControl, Pause
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 from idemproxy.store.records import (
     ClaimRequest,
@@ -67,6 +68,8 @@ class Store(Protocol):
           an ``effect.replayed`` event (one with another fingerprint is a refusal, not a replay).
         - ``in_flight`` with an expired lease: becomes ``unknown`` (emitting ``effect.unknown``)
           and is returned.
+        - a claim that would take the key while the agent is paused (and the request does not
+          ``ignore_pause``): nothing changes; ``paused`` says why.
         """
         ...
 
@@ -74,7 +77,9 @@ class Store(Protocol):
         """Write the outcome of the attempt holding ``fence``; False if it no longer holds it.
 
         Accepted while the record is ``in_flight`` with this fence, even after the lease ran
-        out (nobody else has taken it over). The record then lives ``settlement.ttl_s``.
+        out (nobody else has taken it over). The record then lives ``settlement.ttl_s``. With
+        ``settlement.pause_after_failures`` the agent's failure streak is kept in the same step
+        and may pause the agent (see :mod:`idemproxy.store.control`), with an audit entry.
         """
         ...
 
@@ -84,13 +89,15 @@ class Store(Protocol):
         expected: RecordState,
         resolution: Resolution,
         audit: AuditEntry | None = None,
+        fence: int | None = None,
     ) -> ResolveResult:
         """Compare-and-set: move the record from ``expected`` to ``resolution.state``.
 
-        Refused (``resolved=False``, nothing changed) when there is no record or its state is
-        not ``expected``. On success the fence grows by one, so a late settle from an attempt
-        that still thinks it holds the key is dropped; the record leaves the review queue, lives
-        ``resolution.ttl_s``, emits ``effect.resolved`` and, in the same step, appends ``audit``.
+        Refused (``resolved=False``, nothing changed) when there is no record, its state is
+        not ``expected`` or (given ``fence``) it is no longer at that fence. On success the
+        fence grows by one, so a late settle from an attempt that still thinks it holds the key
+        is dropped; the record leaves the review queue, lives ``resolution.ttl_s``, emits
+        ``effect.resolved`` and, in the same step, appends ``audit``.
         """
         ...
 
@@ -174,6 +181,26 @@ class Store(Protocol):
 
     async def read_archive(self, agent: str, batch: str) -> bytes | None:
         """The archive kept by :meth:`clear_batch` for the batch, if any."""
+        ...
+
+    async def read_control(self, agent: str) -> AgentControl:
+        """The agent's pause, failure streak and snapshot; a fresh one if none was written."""
+        ...
+
+    async def write_pause(
+        self,
+        agent: str,
+        version: int,
+        pause: Pause | None,
+        audit: AuditEntry,
+        reset_failures: bool = False,
+    ) -> AgentControl | None:
+        """Compare-and-set: set the agent's pause (stamped with the store's time), or clear it
+        (None), if its control is still at ``version``; ``reset_failures`` also empties the
+        streak and the snapshot. ``audit`` is appended in the same step.
+
+        Returns the control as written, or None when it changed meanwhile (nothing changed).
+        """
         ...
 
     async def close(self) -> None:

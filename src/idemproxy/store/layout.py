@@ -11,6 +11,9 @@ slot and the same layout works on Redis Cluster::
     idem:{A}:cursor          hash    where delivery to the recovery controller stands
     idem:{A}:audit           stream  operator actions (resolutions, recoveries, retries)
     idem:{A}:archive:<batch> string  an abandoned batch's records as they stood
+    idem:{A}:control         hash    the agent's pause (paused, reason, actor, since) and version
+    idem:{A}:streak          list    "<fence> <effect_id>" of each consecutive failure
+    idem:{A}:snapshot        list    the same, as an automatic pause found them (to free on resume)
     idem:agents              zset    every agent id, scored by when a proxy last saw it
 
 ``idem:agents`` is the one key outside any agent's slot; it is written by a plain ZADD of its
@@ -126,6 +129,21 @@ def audit_key(agent: str) -> str:
 def archive_key(agent: str, batch: str) -> str:
     """The archive of an abandoned batch."""
     return f"{PREFIX}:{agent_tag(agent)}:archive:{encode_id(batch)}"
+
+
+def control_key(agent: str) -> str:
+    """The agent's pause and its compare-and-set version."""
+    return f"{PREFIX}:{agent_tag(agent)}:control"
+
+
+def streak_key(agent: str) -> str:
+    """The agent's current run of failed attempts."""
+    return f"{PREFIX}:{agent_tag(agent)}:streak"
+
+
+def snapshot_key(agent: str) -> str:
+    """The failed attempts an automatic pause of the agent found."""
+    return f"{PREFIX}:{agent_tag(agent)}:snapshot"
 
 
 AGENTS_KEY = f"{PREFIX}:agents"

@@ -6,6 +6,14 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 
+from idemproxy.store.control import (
+    AgentControl,
+    FailedAttempt,
+    Pause,
+    auto_pause_audit,
+    counted,
+    written_pause,
+)
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 from idemproxy.store.records import (
     ClaimRequest,
@@ -59,6 +67,7 @@ class MemoryStore:
         self._cursors: dict[str, DeliveryCursor] = {}
         self._audit: dict[str, list[AuditEntry]] = {}
         self._archives: dict[tuple[str, str], bytes] = {}
+        self._controls: dict[str, AgentControl] = {}
 
     async def ping(self) -> None:
         return None
@@ -111,6 +120,9 @@ class MemoryStore:
                 ):
                     self._emit(record, EventType.REPLAYED, now_ms)
                 return ClaimResult(claimed=False, fence=record.fence, record=record)
+        pause = self._controls.get(request.key.agent, AgentControl()).pause
+        if pause is not None and not request.ignore_pause:
+            return ClaimResult(False, fence=record.fence if record else 0, paused=pause)
         fence = record.fence + 1 if record else 1
         claimed = EffectRecord(
             key=request.key,
@@ -153,7 +165,18 @@ class MemoryStore:
         )
         self._records[key] = (record, now_ms + settlement.ttl_s * 1000)
         self._emit(record, settlement.event_type(), now_ms)
+        if settlement.pause_after_failures > 0:
+            self._count(key, fence, settlement, now_ms)
         return True
+
+    def _count(self, key: RecordKey, fence: int, settlement: Settlement, now_ms: int) -> None:
+        control = self._controls.get(key.agent, AgentControl())
+        attempt = FailedAttempt(key.effect_id, fence)
+        limit = settlement.pause_after_failures
+        control, paused = counted(control, attempt, settlement.failure(), limit, now_ms)
+        self._controls[key.agent] = control
+        if paused and control.pause is not None:
+            self._append_audit(auto_pause_audit(key.agent, control.pause.reason), now_ms)
 
     async def resolve(
         self,
@@ -161,10 +184,11 @@ class MemoryStore:
         expected: RecordState,
         resolution: Resolution,
         audit: AuditEntry | None = None,
+        fence: int | None = None,
     ) -> ResolveResult:
         now_ms = self._clock_ms()
         record = self._live(key, now_ms)
-        if record is None or record.state is not expected:
+        if record is None or record.state is not expected or fence not in (None, record.fence):
             return ResolveResult(resolved=False, record=record)
         record = resolved_record(record, resolution, now_ms)
         self._records[key] = (record, now_ms + resolution.ttl_s * 1000)
@@ -293,3 +317,22 @@ class MemoryStore:
 
     async def read_archive(self, agent: str, batch: str) -> bytes | None:
         return self._archives.get((agent, batch))
+
+    async def read_control(self, agent: str) -> AgentControl:
+        return self._controls.get(agent, AgentControl())
+
+    async def write_pause(
+        self,
+        agent: str,
+        version: int,
+        pause: Pause | None,
+        audit: AuditEntry,
+        reset_failures: bool = False,
+    ) -> AgentControl | None:
+        control = self._controls.get(agent, AgentControl())
+        if control.version != version:
+            return None
+        now_ms = self._clock_ms()
+        control = self._controls[agent] = written_pause(control, pause, reset_failures, now_ms)
+        self._append_audit(audit, now_ms)
+        return control

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from idemproxy.store.control import MAX_ERROR_CHARS, Pause
+
 
 class RecordState(StrEnum):
     IN_FLIGHT = "in_flight"
@@ -90,6 +92,8 @@ class ClaimRequest:
     meta: EffectMeta
     lease_ms: int
     ttl_s: int
+    # An operator's own effect (a compensation) is claimed even while the agent is paused.
+    ignore_pause: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +109,8 @@ class ClaimResult:
     claimed: bool
     fence: int
     record: EffectRecord | None = None
+    # Set when the claim would have taken the key but the agent is paused: nothing changed.
+    paused: Pause | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,10 +122,22 @@ class Settlement:
     external_id: str = ""
     reason: str = ""
     ttl_s: int = 86_400
+    # > 0: count this outcome in the agent's failure streak, and pause the agent when a failure
+    # makes the streak this long (store/control.py).
+    pause_after_failures: int = 0
 
     def __post_init__(self) -> None:
         if self.state is RecordState.IN_FLIGHT:
             raise ValueError("a settlement ends an attempt: its state cannot be in_flight")
+
+    def failure(self) -> str | None:
+        """What went wrong, if this outcome is a failure (an error status, unknown or not
+        applied), cut to a length a pause reason can carry; None for a success."""
+        if self.event_type() is EventType.COMPLETED:
+            return None
+        status = self.response.status if self.response is not None else 0
+        error = self.reason or f"upstream answered {status}"
+        return error if len(error) <= MAX_ERROR_CHARS else error[: MAX_ERROR_CHARS - 1] + "…"
 
     def event_type(self) -> EventType:
         if self.state is RecordState.COMPLETED:

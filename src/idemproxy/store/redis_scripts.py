@@ -58,11 +58,14 @@ local function audit(stream, a, now, retention_ms)
 end
 """
 
-# KEYS: record, outbox, unknown zset, batch set of the request's batch, leases zset.
+# KEYS: record, outbox, unknown zset, batch set of the request's batch, leases zset, control.
 # ARGV: effect id, fingerprint, lease ms, ttl ms, batch, tool call, action, upstream, method,
-#       path, event retention ms, reason written when an expired lease is found.
+#       path, event retention ms, reason written when an expired lease is found, ignore the
+#       agent's pause ('1' or '0').
 # Returns {1, fence} when claimed, else {0, fence, HGETALL of the record}: the caller gets the
-# standing record, body included, in the same round trip, so a replay costs one.
+# standing record, body included, in the same round trip, so a replay costs one. A claim that
+# would take the key of a paused agent returns {2, fence, origin, reason, actor, since}: the
+# pause check rides on the claim, so it costs no round trip of its own.
 CLAIM = (
     _PRELUDE
     + """
@@ -91,6 +94,14 @@ if state then
   end
   -- A freed key taken again: keep its history, drop the old outcome.
   created, attempts = tonumber(cur[5]), tonumber(cur[6])
+end
+if ARGV[13] ~= '1' then
+  local pause = redis.call('HMGET', KEYS[6], 'paused', 'reason', 'actor', 'since')
+  if pause[1] and pause[1] ~= '' then
+    return {2, fence, pause[1], pause[2], pause[3], pause[4]}
+  end
+end
+if state then
   redis.call('DEL', record)
 end
 redis.call('HSET', record, 'state', 'in_flight', 'fence', fence + 1, 'fp', fingerprint,
@@ -108,12 +119,55 @@ return {1, fence + 1}
 """
 )
 
-# KEYS: record, outbox, unknown zset, leases zset.
+# A failure joins the streak (and, while the agent is paused automatically, its snapshot); a
+# success clears it. The failure that makes the streak long enough copies it into the snapshot
+# and only then pauses the agent, with an audit entry: all in the settle's one step. The words
+# of the reason are those of store/control.py. ``a`` is the SETTLE script's ARGV.
+_COUNT_OUTCOME = """
+local function count_outcome(control, streak, snapshot, audit_stream, entry, now, a)
+  if a[15] ~= '1' then
+    redis.call('DEL', streak)
+    return
+  end
+  local retention_ms, longest = tonumber(a[18]), tonumber(a[20])
+  local n = redis.call('RPUSH', streak, entry)
+  if n > longest then
+    redis.call('LTRIM', streak, -longest, -1)
+    n = longest
+  end
+  redis.call('PEXPIRE', streak, retention_ms)
+  local paused = redis.call('HGET', control, 'paused')
+  if paused == 'auto' then
+    redis.call('RPUSH', snapshot, entry)
+    redis.call('PEXPIRE', snapshot, retention_ms)
+    redis.call('HINCRBY', control, 'v', 1)
+    redis.call('PEXPIRE', control, retention_ms)
+  elseif (not paused or paused == '') and n >= tonumber(a[14]) then
+    redis.call('DEL', snapshot)
+    redis.call('RPUSH', snapshot, unpack(redis.call('LRANGE', streak, 0, -1)))
+    redis.call('PEXPIRE', snapshot, retention_ms)
+    local reason = 'auto-paused after ' .. n .. ' consecutive failures. Last error: ' .. a[16]
+    redis.call('HSET', control, 'paused', 'auto', 'reason', reason, 'actor', 'idemproxy',
+      'since', now)
+    redis.call('HINCRBY', control, 'v', 1)
+    redis.call('PEXPIRE', control, retention_ms)
+    audit(audit_stream, {'agent.auto_pause', 'idemproxy', a[17], 'running', 'paused', reason},
+      now, tonumber(a[19]))
+  end
+end
+"""
+
+# KEYS: record, outbox, unknown zset, leases zset, then the agent's control, streak, snapshot
+#       and audit stream.
 # ARGV: effect id, fence, new state, event type, ttl ms, event retention ms, external id,
-#       reason, has response ('1' or '0'), status, headers, body, body truncated ('1' or '0').
+#       reason, has response ('1' or '0'), status, headers, body, body truncated ('1' or '0'),
+#       then the failure count (store/control.py): pause after this many failures (0: do not
+#       count), failure ('1' or '0'), the error, agent, control and audit retention ms, the
+#       longest streak kept.
 # Returns 1 when written, 0 when the caller no longer holds the fence.
 SETTLE = (
     _PRELUDE
+    + _COUNT_OUTCOME
     + """
 local record, stream, unknown = KEYS[1], KEYS[2], KEYS[3]
 local effect_id, state = ARGV[1], ARGV[3]
@@ -142,6 +196,9 @@ if cur[3] then
   extend_expiry(cur[3], ttl_ms)
 end
 emit(record, stream, effect_id, ARGV[4], now, retention_ms)
+if tonumber(ARGV[14]) > 0 then
+  count_outcome(KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[2] .. ' ' .. effect_id, now, ARGV)
+end
 return 1
 """
 )
@@ -150,7 +207,7 @@ return 1
 # ARGV: effect id, expected state, new state, ttl ms, event retention ms, external id, reason,
 #       has response ('1' or '0'), status, headers, body, body truncated ('1' or '0'),
 #       has audit entry ('1' or '0'), audit retention ms, then the entry's action, actor,
-#       target, before, after, note.
+#       target, before, after, note, and the expected fence ('' for any).
 # Returns {1, HGETALL after} when resolved, {0, HGETALL as it stands} when refused ({} if none).
 RESOLVE = (
     _PRELUDE
@@ -159,7 +216,7 @@ local record, stream, unknown = KEYS[1], KEYS[2], KEYS[3]
 local effect_id, state = ARGV[1], ARGV[3]
 local ttl_ms, retention_ms = tonumber(ARGV[4]), tonumber(ARGV[5])
 local cur = redis.call('HMGET', record, 'state', 'fence', 'bkey')
-if cur[1] ~= ARGV[2] then
+if cur[1] ~= ARGV[2] or (ARGV[21] ~= '' and tonumber(cur[2]) ~= tonumber(ARGV[21])) then
   return {0, redis.call('HGETALL', record)}
 end
 local now = now_ms()
@@ -321,3 +378,46 @@ while n < cap do
 end
 return n
 """
+
+_REPLY = """
+local function control_reply(control, streak, snapshot)
+  return {redis.call('HGETALL', control), redis.call('LRANGE', streak, 0, -1),
+    redis.call('LRANGE', snapshot, 0, -1)}
+end
+"""
+
+# The agent controls of store/control.py.
+# KEYS: control, streak, snapshot. Returns the three of them in one reply.
+READ_CONTROL = _REPLY + "return control_reply(KEYS[1], KEYS[2], KEYS[3])"
+
+# KEYS: control, streak, snapshot, audit stream.
+# ARGV: expected version, set a pause ('1') or clear it ('0'), origin, reason, actor, reset
+#       the streak and snapshot ('1' or '0'), control retention ms, then the audit entry as
+#       ``audit_args`` gives it (flag, retention ms, six fields).
+# Returns {0} when the version differs, else {1, control as READ_CONTROL returns it}.
+WRITE_PAUSE = (
+    _PRELUDE
+    + _REPLY
+    + """
+local control, streak, snapshot = KEYS[1], KEYS[2], KEYS[3]
+local version = tonumber(redis.call('HGET', control, 'v') or '0')
+if version ~= tonumber(ARGV[1]) then
+  return {0}
+end
+local now = now_ms()
+if ARGV[2] == '1' then
+  redis.call('HSET', control, 'paused', ARGV[3], 'reason', ARGV[4], 'actor', ARGV[5],
+    'since', now)
+else
+  redis.call('HSET', control, 'paused', '', 'reason', '', 'actor', '', 'since', 0)
+end
+redis.call('HSET', control, 'v', version + 1)
+redis.call('PEXPIRE', control, tonumber(ARGV[7]))
+if ARGV[6] == '1' then
+  redis.call('DEL', streak, snapshot)
+end
+audit(KEYS[4], {ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14], ARGV[15]}, now,
+  tonumber(ARGV[9]))
+return {1, control_reply(control, streak, snapshot)}
+"""
+)

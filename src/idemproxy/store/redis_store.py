@@ -32,8 +32,9 @@ from idemproxy.store.records import (
     Settlement,
     StoredResponse,
 )
+from idemproxy.store.redis_control import RedisControl, control_keys, decode_pause, settle_args
 from idemproxy.store.redis_errors import translated as _translated
-from idemproxy.store.redis_journal import STREAM_ID, RedisJournal, audit_args
+from idemproxy.store.redis_journal import STREAM_ID, audit_args
 
 EVENT_RETENTION_S = 7 * 86_400
 EXPIRED_LEASE_REASON = "lease expired: the proxy holding this request stopped"
@@ -42,7 +43,7 @@ RedisClient = Redis | RedisCluster
 ScriptArg = str | int | bytes
 
 
-class RedisStore(RedisJournal):
+class RedisStore(RedisControl):
     """The :class:`~idemproxy.store.base.Store` on Redis: single node, Sentinel or Cluster.
 
     Event ids are stream ids (``<ms>-<seq>``): ordered by the stream, opaque to callers. Events
@@ -101,6 +102,7 @@ class RedisStore(RedisJournal):
             layout.unknown_key(key.agent),
             layout.batch_key(key.agent, meta.batch),
             layout.leases_key(key.agent),
+            layout.control_key(key.agent),
         ]
         args: list[ScriptArg] = [
             key.effect_id,
@@ -115,6 +117,7 @@ class RedisStore(RedisJournal):
             meta.path,
             self._retention_ms,
             EXPIRED_LEASE_REASON,
+            "1" if request.ignore_pause else "0",
         ]
         with _translated("claim"):
             # Before the claim: an agent must be listed by the time it has a record to sweep.
@@ -123,6 +126,8 @@ class RedisStore(RedisJournal):
         fence = int(reply[1])
         if int(reply[0]) == 1:
             return ClaimResult(claimed=True, fence=fence)
+        if int(reply[0]) == 2:
+            return ClaimResult(claimed=False, fence=fence, paused=decode_pause(*reply[2:6]))
         return ClaimResult(claimed=False, fence=fence, record=decode_record(key, reply[2]))
 
     async def settle(self, key: RecordKey, fence: int, settlement: Settlement) -> bool:
@@ -136,9 +141,11 @@ class RedisStore(RedisJournal):
             settlement.external_id,
             settlement.reason,
             *_response_args(settlement.response),
+            *settle_args(settlement.pause_after_failures, settlement.failure(), key.agent),
         ]
+        keys = [*_state_keys(key), *control_keys(key.agent), layout.audit_key(key.agent)]
         with _translated("settle"):
-            return int(await self._settle(keys=_state_keys(key), args=args)) == 1
+            return int(await self._settle(keys=keys, args=args)) == 1
 
     async def resolve(
         self,
@@ -146,6 +153,7 @@ class RedisStore(RedisJournal):
         expected: RecordState,
         resolution: Resolution,
         audit: AuditEntry | None = None,
+        fence: int | None = None,
     ) -> ResolveResult:
         args: list[ScriptArg] = [
             key.effect_id,
@@ -157,6 +165,7 @@ class RedisStore(RedisJournal):
             resolution.reason,
             *_response_args(resolution.response),
             *audit_args(audit),
+            "" if fence is None else fence,
         ]
         keys = [*_state_keys(key), layout.audit_key(key.agent)]
         with _translated("resolve"):

@@ -16,7 +16,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from idemproxy.store import sqlite_journal
+from idemproxy.store import sqlite_control, sqlite_journal
 from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.layout import dump_headers, load_headers
 from idemproxy.store.records import (
@@ -78,7 +78,7 @@ def connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise StoreCorrupt(f"{path} has schema {version}, newer than {SCHEMA_VERSION}")
-        for statement in (*_TABLES, *sqlite_journal.TABLES):
+        for statement in (*_TABLES, *sqlite_journal.TABLES, *sqlite_control.TABLES):
             db.execute(statement)
         if version < SCHEMA_VERSION:
             sqlite_journal.backfill(db)

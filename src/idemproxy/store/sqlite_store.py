@@ -17,9 +17,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
+from idemproxy.store import sqlite_control as control
 from idemproxy.store import sqlite_journal as journal
 from idemproxy.store import sqlite_schema as schema
 from idemproxy.store.base import StoreCorrupt, StoreUnavailable
+from idemproxy.store.control import AgentControl, Pause, written_pause
 from idemproxy.store.journal import (
     ARCHIVE_RETENTION_S,
     AUDIT_RETENTION_S,
@@ -100,6 +102,7 @@ class SQLiteStore:
             if now_ms >= self._next_purge_ms:
                 schema.purge(db, now_ms, self._retention_ms)
                 journal.purge(db, now_ms, AUDIT_RETENTION_S * 1000, ARCHIVE_RETENTION_S * 1000)
+                control.purge(db, now_ms)
                 self._next_purge_ms = now_ms + PURGE_INTERVAL_S * 1000
         except BaseException:
             # SQLite itself rolls back on some errors (a full disk, an I/O error).
@@ -143,6 +146,8 @@ class SQLiteStore:
             )
             schema.save(db, record, now_ms + settlement.ttl_s * 1000)
             schema.append_event(db, record, settlement.event_type(), now_ms)
+            if settlement.pause_after_failures > 0:
+                control.count(db, key, fence, settlement, now_ms)
             return True
 
         return await self._run(lambda db: self._write(db, lambda now: settle(db, now)))
@@ -153,10 +158,15 @@ class SQLiteStore:
         expected: RecordState,
         resolution: Resolution,
         audit: AuditEntry | None = None,
+        fence: int | None = None,
     ) -> ResolveResult:
         def resolve(db: sqlite3.Connection, now_ms: int) -> ResolveResult:
             found = schema.load(db, key, now_ms)
-            if found is None or found[0].state is not expected:
+            if (
+                found is None
+                or found[0].state is not expected
+                or fence not in (None, found[0].fence)
+            ):
                 return ResolveResult(resolved=False, record=found[0] if found else None)
             record = resolved_record(found[0], resolution, now_ms)
             schema.save(db, record, now_ms + resolution.ttl_s * 1000)
@@ -270,6 +280,28 @@ class SQLiteStore:
     async def read_archive(self, agent: str, batch: str) -> bytes | None:
         return await self._run(lambda db: journal.read_archive(db, agent, batch))
 
+    async def read_control(self, agent: str) -> AgentControl:
+        return await self._run(lambda db: control.load(db, agent))
+
+    async def write_pause(
+        self,
+        agent: str,
+        version: int,
+        pause: Pause | None,
+        audit: AuditEntry,
+        reset_failures: bool = False,
+    ) -> AgentControl | None:
+        def write(db: sqlite3.Connection, now_ms: int) -> AgentControl | None:
+            current = control.load(db, agent)
+            if current.version != version:
+                return None
+            written = written_pause(current, pause, reset_failures, now_ms)
+            control.save(db, agent, written, now_ms)
+            journal.append_audit(db, audit, now_ms)
+            return written
+
+        return await self._run(lambda db: self._write(db, lambda now: write(db, now)))
+
 
 def _event_id(after: str | None) -> int:
     """The row id an event id of this store stands for (0: before the first)."""
@@ -307,6 +339,9 @@ def _claim(db: sqlite3.Connection, request: ClaimRequest, now_ms: int) -> ClaimR
             if record.state is RecordState.COMPLETED and same_request:
                 schema.append_event(db, record, EventType.REPLAYED, now_ms)
             return ClaimResult(claimed=False, fence=record.fence, record=record)
+    pause = None if request.ignore_pause else control.load(db, request.key.agent).pause
+    if pause is not None:
+        return ClaimResult(False, fence=record.fence if record else 0, paused=pause)
     fence = record.fence + 1 if record else 1
     claimed = EffectRecord(
         key=request.key,

@@ -1,0 +1,106 @@
+"""The agent controls of the Redis store (store/control.py): reading and writing a pause.
+
+Counting failures happens inside the settle script and the pause check inside the claim script
+(:mod:`.redis_scripts`); the keys are those of :mod:`.layout`, all in the agent's slot.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+
+from idemproxy.store import layout, redis_scripts
+from idemproxy.store.base import StoreCorrupt
+from idemproxy.store.control import (
+    CONTROL_RETENTION_S,
+    MAX_STREAK,
+    AgentControl,
+    FailedAttempt,
+    Pause,
+    PauseOrigin,
+)
+from idemproxy.store.journal import AuditEntry
+from idemproxy.store.redis_errors import translated
+from idemproxy.store.redis_journal import RedisJournal, audit_args
+
+
+def control_keys(agent: str) -> list[str]:
+    return [layout.control_key(agent), layout.streak_key(agent), layout.snapshot_key(agent)]
+
+
+def settle_args(limit: int, error: str | None, agent: str) -> list[str | int]:
+    """What the settle script needs to count an outcome (ARGV 14-20)."""
+    retention_ms = CONTROL_RETENTION_S * 1000
+    failed = "1" if error is not None else "0"
+    return [limit, failed, error or "", agent, retention_ms, retention_ms, MAX_STREAK]
+
+
+class RedisControl(RedisJournal):
+    """:meth:`Store.read_control` and :meth:`Store.write_pause` on Redis; a base of
+    :class:`~idemproxy.store.redis_store.RedisStore`, which adds the records."""
+
+    def __init__(self, client: Redis | RedisCluster, retention_ms: int) -> None:
+        super().__init__(client, retention_ms)
+        self._read_control = client.register_script(redis_scripts.READ_CONTROL)
+        self._write_pause = client.register_script(redis_scripts.WRITE_PAUSE)
+
+    async def read_control(self, agent: str) -> AgentControl:
+        reply: Any
+        with translated("read_control"):
+            reply = await self._read_control(keys=control_keys(agent))
+        return decode_control(agent, reply)
+
+    async def write_pause(
+        self,
+        agent: str,
+        version: int,
+        pause: Pause | None,
+        audit: AuditEntry,
+        reset_failures: bool = False,
+    ) -> AgentControl | None:
+        args: list[str | int] = [
+            version,
+            "1" if pause is not None else "0",
+            pause.origin.value if pause else "",
+            pause.reason if pause else "",
+            pause.actor if pause else "",
+            "1" if reset_failures else "0",
+            CONTROL_RETENTION_S * 1000,
+            *audit_args(audit),
+        ]
+        reply: Any
+        with translated("write_pause"):
+            reply = await self._write_pause(
+                keys=[*control_keys(agent), layout.audit_key(agent)], args=args
+            )
+        return decode_control(agent, reply[1]) if int(reply[0]) == 1 else None
+
+
+def decode_pause(origin: bytes, reason: bytes, actor: bytes, since: bytes) -> Pause:
+    return Pause(PauseOrigin(origin.decode()), reason.decode(), actor.decode(), int(since))
+
+
+def decode_control(agent: str, reply: Any) -> AgentControl:
+    """A control from READ_CONTROL's reply: the hash (flat) and the two lists."""
+    try:
+        raw, streak, snapshot = reply
+        fields = dict(zip(raw[::2], raw[1::2], strict=True))
+        pause = None
+        if fields.get(b"paused"):
+            pause = decode_pause(
+                fields[b"paused"], fields[b"reason"], fields[b"actor"], fields[b"since"]
+            )
+        version = int(fields.get(b"v", b"0"))
+        return AgentControl(pause, _attempts(streak), _attempts(snapshot), version)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise StoreCorrupt(f"the control of agent {agent!r} cannot be decoded: {exc!r}") from exc
+
+
+def _attempts(entries: list[bytes]) -> tuple[FailedAttempt, ...]:
+    attempts = []
+    for entry in entries:
+        fence, _, effect_id = entry.decode().partition(" ")
+        attempts.append(FailedAttempt(effect_id, int(fence)))
+    return tuple(attempts)

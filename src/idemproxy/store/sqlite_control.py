@@ -1,0 +1,95 @@
+"""The SQLite store's table of agent controls (store/control.py); called only on the store's
+own thread, inside its transactions::
+
+    controls  one row per agent that was ever paused or failed: the pause, the failure streak
+              and the snapshot (JSON lists of [effect_id, fence]), and a compare-and-set version
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import orjson
+
+from idemproxy.store import sqlite_journal as journal
+from idemproxy.store.base import StoreCorrupt
+from idemproxy.store.control import (
+    CONTROL_RETENTION_S,
+    AgentControl,
+    FailedAttempt,
+    Pause,
+    PauseOrigin,
+    auto_pause_audit,
+    counted,
+)
+from idemproxy.store.records import RecordKey, Settlement
+
+TABLES = (
+    """CREATE TABLE IF NOT EXISTS controls (
+        agent TEXT PRIMARY KEY, paused TEXT NOT NULL, reason TEXT NOT NULL, actor TEXT NOT NULL,
+        since_ms INTEGER NOT NULL, streak BLOB NOT NULL, snapshot BLOB NOT NULL,
+        version INTEGER NOT NULL, updated_ms INTEGER NOT NULL)""",
+)
+
+
+def _attempts(data: bytes) -> tuple[FailedAttempt, ...]:
+    return tuple(
+        FailedAttempt(str(effect_id), int(fence)) for effect_id, fence in orjson.loads(data)
+    )
+
+
+def load(db: sqlite3.Connection, agent: str) -> AgentControl:
+    """The agent's control, or a fresh one."""
+    row = db.execute("SELECT * FROM controls WHERE agent = ?", (agent,)).fetchone()
+    if row is None:
+        return AgentControl()
+    try:
+        pause = None
+        if row["paused"]:
+            origin = PauseOrigin(row["paused"])
+            pause = Pause(origin, row["reason"], row["actor"], row["since_ms"])
+        return AgentControl(
+            pause, _attempts(row["streak"]), _attempts(row["snapshot"]), row["version"]
+        )
+    except (ValueError, TypeError) as exc:
+        raise StoreCorrupt(f"the control of agent {agent!r} cannot be decoded: {exc}") from exc
+
+
+def save(db: sqlite3.Connection, agent: str, control: AgentControl, now_ms: int) -> None:
+    pause = control.pause
+    db.execute(
+        "INSERT OR REPLACE INTO controls (agent, paused, reason, actor, since_ms, streak,"
+        " snapshot, version, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            agent,
+            pause.origin.value if pause else "",
+            pause.reason if pause else "",
+            pause.actor if pause else "",
+            pause.since_ms if pause else 0,
+            orjson.dumps([[a.effect_id, a.fence] for a in control.streak]),
+            orjson.dumps([[a.effect_id, a.fence] for a in control.snapshot]),
+            control.version,
+            now_ms,
+        ),
+    )
+
+
+def count(
+    db: sqlite3.Connection, key: RecordKey, fence: int, settlement: Settlement, now_ms: int
+) -> None:
+    """Keep the agent's failure streak after a settle, and pause the agent at the threshold."""
+    control = load(db, key.agent)
+    error = settlement.failure()
+    if error is None and not control.streak:
+        return  # the common case, a success after a success: nothing to write
+    attempt = FailedAttempt(key.effect_id, fence)
+    limit = settlement.pause_after_failures
+    control, paused = counted(control, attempt, error, limit, now_ms)
+    save(db, key.agent, control, now_ms)
+    if paused and control.pause is not None:
+        journal.append_audit(db, auto_pause_audit(key.agent, control.pause.reason), now_ms)
+
+
+def purge(db: sqlite3.Connection, now_ms: int) -> None:
+    """Forget the controls of agents untouched for as long as their audit log is kept."""
+    db.execute("DELETE FROM controls WHERE updated_ms < ?", (now_ms - CONTROL_RETENTION_S * 1000,))
