@@ -29,6 +29,7 @@ from yarl import URL
 from idemproxy.errors import ConfigError
 from idemproxy.policies.loader import load_policy, shipped_packs
 from idemproxy.policies.model import Policy
+from idemproxy.store.control import MAX_STREAK
 
 ENV_PREFIX = "IDEMPROXY_"
 ENV_NESTING = "__"
@@ -162,6 +163,9 @@ class RecoveryConfig(Frozen):
     # How often in-flight records whose lease lapsed are turned unknown (and counted).
     sweep_interval_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
     actions_per_minute: Annotated[int, Field(ge=1, le=10_000)] = 60
+    # Consecutive failed effects (an error status, unknown or not applied) that pause an agent
+    # until an operator resumes it; 0 never pauses.
+    pause_after_failures: Annotated[int, Field(ge=0, le=MAX_STREAK)] = 5
 
 
 class ProxyConfig(Frozen):

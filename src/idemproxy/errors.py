@@ -38,6 +38,7 @@ class ProblemCode(StrEnum):
     STORE_UNAVAILABLE = "store-unavailable"
     UPSTREAM_TIMEOUT = "upstream-timeout"
     SHUTTING_DOWN = "shutting-down"
+    AGENT_PAUSED = "agent-paused"
     # Answers of the admin API (and of the CLI working on a store directly).
     UNAUTHORIZED = "unauthorized"
     NOT_FOUND = "not-found"

@@ -29,7 +29,13 @@ async def _client_session(app: web.Application) -> AsyncIterator[None]:
         headers={"Via": f"1.1 idemproxy/{__version__}"},
     )
     state.session = session
-    state.flow = EffectFlow(state.store, state.attempts, state.metrics, session)
+    state.flow = EffectFlow(
+        state.store,
+        state.attempts,
+        state.metrics,
+        session,
+        pause_after_failures=state.config.recovery.pause_after_failures,
+    )
     yield
     await session.close()
 

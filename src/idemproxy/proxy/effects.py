@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from idemproxy.proxy.headers import (
 )
 from idemproxy.proxy.native import NativeDedupe, Reconciled
 from idemproxy.proxy.outcome import Outcome, outcome_headers
+from idemproxy.proxy.paused import agent_paused
 from idemproxy.proxy.problems import should_retry_headers
 from idemproxy.proxy.relay import Relayed, relay
 from idemproxy.proxy.upstreams import Target
@@ -64,13 +66,21 @@ class EffectContext:
     body: bytes
     fingerprint: str
     answer_headers: tuple[tuple[str, str], ...] = ()  # added to the upstream's answer
+    # An operator's compensation: sent while the agent is paused, not counted toward a pause.
+    operator: bool = False
 
 
 class EffectFlow:
     def __init__(
-        self, store: Store, attempts: Attempts, metrics: Metrics, session: ClientSession
+        self,
+        store: Store,
+        attempts: Attempts,
+        metrics: Metrics,
+        session: ClientSession,
+        pause_after_failures: int = 0,
     ) -> None:
         self.store = store
+        self.pause_after_failures = pause_after_failures
         self.attempts = attempts
         self.metrics = metrics
         self.session = session
@@ -87,7 +97,12 @@ class EffectFlow:
             path=ctx.target.path,
         )
         claim = ClaimRequest(
-            ctx.key.record_key, ctx.fingerprint, meta, ctx.route.lease_ms, ctx.route.ttl_s
+            ctx.key.record_key,
+            ctx.fingerprint,
+            meta,
+            ctx.route.lease_ms,
+            ctx.route.ttl_s,
+            ignore_pause=ctx.operator,
         )
         waited = reconciled = False
         while True:
@@ -98,6 +113,8 @@ class EffectFlow:
             if result.claimed:
                 outcome = Outcome.RECONCILED if reconciled else Outcome.FORWARDED
                 return await self._attempt(ctx, result.fence, outcome)
+            if result.paused is not None:
+                raise agent_paused(ctx.key.record_key.agent, result.paused)
             record = result.record
             assert record is not None
             if record.fingerprint != ctx.fingerprint:
@@ -177,12 +194,12 @@ class EffectFlow:
             settlement = Settlement(
                 RecordState.NOT_APPLIED, reason=refusal.detail, ttl_s=ctx.route.ttl_s
             )
-            await self._settle(ctx.key.record_key, fence, settlement)
+            await self._settle(ctx, fence, settlement)
             raise
         if checked.settlement is None:
             return await self._forward(checked.context, fence, outcome)
         assert checked.response is not None
-        await self._settle(ctx.key.record_key, fence, checked.settlement)
+        await self._settle(ctx, fence, checked.settlement)
         return checked.response, Outcome.RECONCILED
 
     async def _forward(
@@ -203,7 +220,7 @@ class EffectFlow:
             ) as answer:
                 if self.native.verifies(ctx, sent, answer.status):
                     verified = await self.native.verify(ctx, sent, answer)
-                    await self._settle(ctx.key.record_key, fence, verified.settlement)
+                    await self._settle(ctx, fence, verified.settlement)
                     return verified.response, verified.outcome
                 verdict = classify_status(answer.status, route)
                 client_headers = client_response_headers(answer.headers)
@@ -219,15 +236,13 @@ class EffectFlow:
             return await self._failed(ctx, fence, failure)
         except asyncio.CancelledError:
             # Shutdown or a dropped handler while the upstream may hold the request.
-            await self._settle(
-                key=ctx.key.record_key,
-                fence=fence,
-                settlement=Settlement(
-                    RecordState.UNKNOWN, reason="proxy stopped before the upstream answered"
-                ),
+            stopped = Settlement(
+                RecordState.UNKNOWN, reason="proxy stopped before the upstream answered"
             )
+            # The proxy stopping is no failure of the agent's: it does not count toward a pause.
+            await self._settle(ctx, fence, stopped, counted=False)
             raise
-        await self._settle(ctx.key.record_key, fence, settlement)
+        await self._settle(ctx, fence, settlement)
         return response, outcome
 
     async def _failed(
@@ -236,7 +251,7 @@ class EffectFlow:
         retryable = not failure.sent or ctx.route.effect is EffectClass.GENERATION
         state = RecordState.NOT_APPLIED if retryable else RecordState.UNKNOWN
         settlement = Settlement(state, reason=failure.reason, ttl_s=ctx.route.ttl_s)
-        await self._settle(ctx.key.record_key, fence, settlement)
+        await self._settle(ctx, fence, settlement)
         if not failure.sent:
             raise RequestRefused(
                 ProblemCode.UPSTREAM_UNREACHABLE,
@@ -262,12 +277,20 @@ class EffectFlow:
         # Retry-After also tells SDK retry loops to go on: a generation may simply run again.
         raise RequestRefused(code, detail, retry_after_s=1 if settles or retryable else None)
 
-    async def _settle(self, key: RecordKey, fence: int, settlement: Settlement) -> None:
+    async def _settle(
+        self, ctx: EffectContext, fence: int, settlement: Settlement, *, counted: bool = True
+    ) -> None:
         """Write the outcome, shielded from cancellation and retried through short store blips.
 
         If the store stays down the record keeps its lease and turns ``unknown`` once that
-        runs out: the agent got its answer, and a repeat is never sent blindly.
+        runs out: the agent got its answer, and a repeat is never sent blindly. A ``counted``
+        outcome of the agent's own effects joins (or ends) its failure streak.
         """
+        key = ctx.key.record_key
+        if counted and not ctx.operator and self.pause_after_failures:
+            settlement = dataclasses.replace(
+                settlement, pause_after_failures=self.pause_after_failures
+            )
         for delay_s in (*_SETTLE_DELAYS_S, None):
             try:
                 held = await asyncio.shield(self.store.settle(key, fence, settlement))

@@ -36,6 +36,7 @@ from idemproxy.proxy.endpoints import (
 from idemproxy.proxy.forward import UpstreamFailure
 from idemproxy.proxy.headers import client_response_headers, upstream_request_headers
 from idemproxy.proxy.outcome import Outcome, outcome_headers
+from idemproxy.proxy.paused import COMPENSATES_HEADER, PauseGate
 from idemproxy.proxy.problems import problem_response
 from idemproxy.proxy.relay import relay
 from idemproxy.proxy.retry import exchange_retried
@@ -113,6 +114,7 @@ class ProxyHandler:
         # labels() takes a lock and checks its arguments on every call; the label sets are
         # few (upstream x route x outcome), so each child is looked up once.
         self._answered: dict[tuple[str, str, str], Counter] = {}
+        self._pauses = PauseGate(state.store)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
@@ -193,12 +195,16 @@ class ProxyHandler:
         )
         key = resolve_effect_key(headers, route, agent, request_fingerprint, time.time())
         if key is None:
+            await self._pauses.check(agent)
             response = await self._forward_unrecorded(
                 request, target, route, streamed=False, body=body
             )
             return response, Outcome.PASSTHROUGH, None
         assert state.flow is not None
-        context = EffectContext(request, target, route, key, body, request_fingerprint)
+        operator = COMPENSATES_HEADER in request.headers
+        context = EffectContext(
+            request, target, route, key, body, request_fingerprint, operator=operator
+        )
         try:
             response, outcome = await state.flow.handle(context)
         except RequestRefused as refusal:

@@ -25,6 +25,7 @@ _STATUS: dict[ProblemCode, tuple[int, str]] = {
     ProblemCode.UPSTREAM_DISCONNECTED: (502, "Upstream connection lost"),
     ProblemCode.STORE_UNAVAILABLE: (503, "Store unavailable"),
     ProblemCode.SHUTTING_DOWN: (503, "Shutting down"),
+    ProblemCode.AGENT_PAUSED: (503, "Agent paused"),
     ProblemCode.UPSTREAM_TIMEOUT: (504, "Upstream timeout"),
     ProblemCode.UNAUTHORIZED: (401, "Unauthorized"),
     ProblemCode.NOT_FOUND: (404, "Not found"),
