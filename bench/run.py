@@ -7,7 +7,8 @@ prints one markdown table. Everything stays on 127.0.0.1.
 
 Environment: DUR (wrk duration per cell, default 3s), WORKERS (idemproxy worker counts to
 compare, default "1 2"), MEM=0 to skip the memory scenarios, HUGE_MB (default 100),
-SSE_EVENTS (default 30000), CALLS (default 1000), MINIPROXY (path of miniproxy.py),
+SSE_EVENTS (default 30000), CALLS (default 1000), MINIPROXY (path of miniproxy.py), REPEAT
+(runs per cell, alternating between the proxies; the median counts; default 1),
 LOOP=asyncio|uvloop (default: uvloop when installed; both proxies always run on the same loop).
 """
 
@@ -214,17 +215,19 @@ def _measure(
     ours = {count: _idemproxy(bench, stack, count) for count in workers}
     # Cell by cell, the reference and then each idemproxy, so that whatever else loads the
     # machine meanwhile falls on both sides alike.
-    cells: dict[tuple[int, Case, int], Cell] = {}
-    references_cells: dict[tuple[Case, int], Cell] = {}
+    # With REPEAT=n each cell is run n times, alternating, and the median run (by req/s) counts.
+    runs: dict[tuple[int, Case, int], list[Cell]] = {}
     for case in CASES:
         for conns in CONNS:
-            reference = references[case.reference_mode]
-            references_cells[case, conns] = bench.cell(
-                reference.url, case, conns, reference.proc.pid
-            )
-            for count, served in ours.items():
-                if count == workers[0] or case in CASES[:3]:
-                    cells[count, case, conns] = bench.cell(served.url, case, conns, served.proc.pid)
+            for _ in range(int(os.environ.get("REPEAT", "1"))):
+                reference = references[case.reference_mode]
+                cell = bench.cell(reference.url, case, conns, reference.proc.pid)
+                runs.setdefault((0, case, conns), []).append(cell)
+                for count, served in ours.items():
+                    if count == workers[0] or case in CASES[:3]:
+                        cell = bench.cell(served.url, case, conns, served.proc.pid)
+                        runs.setdefault((count, case, conns), []).append(cell)
+    cells = {key: _median(found) for key, found in runs.items()}
     for mode, reference in references.items():
         print(f"reference {mode}: peak RSS {peak_rss_mib(reference.proc.pid):.1f} MiB")
     peaks = {count: peak_rss_mib(served.proc.pid) for count, served in ours.items()}
@@ -232,20 +235,24 @@ def _measure(
         Row(
             f"({case.letter}) {case.title}",
             conns,
-            cell,
-            references_cells[case, conns],
+            ours_cell,
+            cells[0, case, conns],
             workers=count,
             peak_rss_mib=peaks[count],
         )
         for count in workers
         for case in CASES
         for conns in CONNS
-        if (cell := cells.get((count, case, conns))) is not None
+        if (ours_cell := cells.get((count, case, conns))) is not None
     ]
     memory: list[Footprint] = []
     if os.environ.get("MEM", "1") != "0":
         memory = _memory(ours[workers[0]])
     return rows, memory
+
+
+def _median(runs: list[Cell]) -> Cell:
+    return sorted(runs, key=lambda cell: cell.req_s)[len(runs) // 2]
 
 
 def _reference(bench: Bench, stack: contextlib.ExitStack, mode: str) -> Served:
