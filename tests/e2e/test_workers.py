@@ -22,13 +22,6 @@ TOOL_CALL = {"Idem-Batch": "batch-w", "Idem-Tool-Call": "call-w"}
 
 
 @pytest.fixture
-def upstream(tmp_path: Path) -> Iterator[FakeUpstream]:
-    upstream = FakeUpstream(tmp_path)
-    with running(upstream):
-        yield upstream
-
-
-@pytest.fixture
 def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     server = RedisServer(tmp_path)
     with running(server):
@@ -71,6 +64,11 @@ def requests_total(admin_url: str) -> float:
     )
 
 
+def fresh_connections() -> aiohttp.ClientSession:
+    """A connection per request, so the kernel spreads them over both workers."""
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True))
+
+
 def alive(pid: int) -> bool:
     """Running, not a zombie: a worker orphaned by a kill is reaped by whoever adopts it."""
     try:
@@ -88,9 +86,7 @@ async def test_both_workers_serve_and_every_scrape_counts_all_of_them(
         pids = worker_pids(proxy)
         assert len(set(pids)) == 2
         assert all(alive(pid) for pid in pids)
-        # A fresh connection per request, so the kernel spreads them over both workers.
-        connector = aiohttp.TCPConnector(force_close=True)
-        async with aiohttp.ClientSession(connector=connector) as session:
+        async with fresh_connections() as session:
             for _ in range(40):
                 async with session.get(proxy.url + "/up/headers") as response:
                     assert response.status == 200
@@ -103,8 +99,7 @@ async def test_duplicates_spread_over_workers_make_one_effect(
 ) -> None:
     proxy = two_workers(tmp_path, upstream, redis_server)
     with running(proxy):
-        connector = aiohttp.TCPConnector(force_close=True)
-        async with aiohttp.ClientSession(connector=connector) as session:
+        async with fresh_connections() as session:
 
             async def call() -> tuple[int, str, bytes]:
                 async with session.post(
@@ -127,8 +122,7 @@ async def test_sigterm_drains_every_worker_then_exits_0(
     proxy = two_workers(tmp_path, upstream, redis_server)
     with running(proxy):
         pids = worker_pids(proxy)
-        connector = aiohttp.TCPConnector(force_close=True)
-        async with aiohttp.ClientSession(connector=connector) as session:
+        async with fresh_connections() as session:
 
             async def call(index: int) -> int:
                 headers = {**TOOL_CALL, "Idem-Tool-Call": f"drain-{index}"}
