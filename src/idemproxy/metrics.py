@@ -96,6 +96,12 @@ class Metrics:
             buckets=_LATENCY_BUCKETS_S,
             registry=r,
         )
+        self.agents_paused = Gauge(
+            "idemproxy_agents_paused",
+            "Agents whose effects are held until an operator resumes them.",
+            registry=r,
+            multiprocess_mode="livemax",  # read from the shared store: each worker sees the same
+        )
         self.controller_events = Counter(
             "idemproxy_controller_events",
             "Events offered to the recovery controller, by result.",

@@ -150,6 +150,28 @@ async def audit(request: web.Request) -> web.Response:
     return _json(await _ledger(request).audit(request.match_info["agent"], _limit(request)))
 
 
+async def agent(request: web.Request) -> web.Response:
+    return _json(await _ledger(request).agent(request.match_info["agent"]))
+
+
+async def pause(request: web.Request) -> web.Response:
+    body = await _body(request)
+    agent_id, actor = request.match_info["agent"], _actor(request, body)
+    return _json(await _ledger(request).pause(agent_id, actor, _text(body, "note")))
+
+
+async def resume(request: web.Request) -> web.Response:
+    body = await _body(request)
+    agent_id, actor = request.match_info["agent"], _actor(request, body)
+    return _json(await _ledger(request).resume(agent_id, actor, _text(body, "note")))
+
+
+async def retry(request: web.Request) -> web.Response:
+    body = await _body(request)
+    key, actor = request.match_info["key"], _actor(request, body)
+    return _json(await _ledger(request).retry(key, actor, _text(body, "note")))
+
+
 def add_api(app: web.Application, service: LedgerService) -> None:
     """Mount the API on the admin app (behind its token guard)."""
     app[LEDGER] = service
@@ -159,7 +181,11 @@ def add_api(app: web.Application, service: LedgerService) -> None:
     router.add_get("/v1/review", review)
     router.add_get("/v1/review/{key}", effect)
     router.add_post("/v1/review/{key}/resolution", resolve)
+    router.add_post("/v1/review/{key}/retry", retry)
     router.add_get("/v1/delivery", deliveries)
+    router.add_get("/v1/agents/{agent}", agent)
+    router.add_post("/v1/agents/{agent}/pause", pause)
+    router.add_post("/v1/agents/{agent}/resume", resume)
     router.add_get("/v1/agents/{agent}/events", events)
     router.add_get("/v1/agents/{agent}/audit", audit)
     router.add_post("/v1/agents/{agent}/delivery/retry", retry_delivery)

@@ -99,6 +99,21 @@ class AdminClient:
     async def audit(self, agent: str, limit: int) -> Document:
         return await self._call("GET", f"/v1/agents/{_segment(agent)}/audit", {"limit": str(limit)})
 
+    async def agent(self, agent: str) -> Document:
+        return await self._call("GET", f"/v1/agents/{_segment(agent)}")
+
+    async def pause(self, agent: str, actor: str, note: str) -> Document:
+        path = f"/v1/agents/{_segment(agent)}/pause"
+        return await self._call("POST", path, body={"actor": actor, "note": note})
+
+    async def resume(self, agent: str, actor: str, note: str) -> Document:
+        path = f"/v1/agents/{_segment(agent)}/resume"
+        return await self._call("POST", path, body={"actor": actor, "note": note})
+
+    async def retry(self, key: str, actor: str, note: str) -> Document:
+        path = f"/v1/review/{_segment(key)}/retry"
+        return await self._call("POST", path, body={"actor": actor, "note": note})
+
 
 def _refusal(status: int, document: Any, retry_after: str) -> RequestRefused:
     """The problem document an error answer carries, as the refusal it stands for."""

@@ -1,5 +1,5 @@
-"""Operator verbs (SPEC 7): ``status``, ``batch-status``, ``recover``, ``review list|resolve``,
-``delivery list|retry`` and ``audit``.
+"""Operator verbs (SPEC 7): ``status``, ``batch-status``, ``recover``, ``review
+list|resolve|retry``, ``agent status|pause|resume``, ``delivery list|retry`` and ``audit``.
 
 Each works on a running proxy's admin API (``--admin-url``, default ``$IDEMPROXY_ADMIN_URL`` or
 http://127.0.0.1:9090, token from ``$IDEMPROXY_ADMIN_TOKEN``) or directly on a store
@@ -22,7 +22,7 @@ from typing import TypeAlias
 import orjson
 
 from idemproxy.admin.client import AdminClient
-from idemproxy.cli import views
+from idemproxy.cli import agent_views, views
 from idemproxy.errors import ConfigError, RequestRefused
 from idemproxy.ledger.documents import Document
 from idemproxy.ledger.service import LedgerService, Operator
@@ -135,6 +135,7 @@ def register(verbs: Verbs) -> None:
     _acting(recover)
 
     _register_review(verbs.add_parser("review", help="the queue of unknown outcomes"))
+    _register_agent(verbs.add_parser("agent", help="pause an agent, or resume it once fixed"))
     _register_delivery(
         verbs.add_parser("delivery", help="delivery of events to the recovery controller")
     )
@@ -164,6 +165,34 @@ def _register_review(review: argparse.ArgumentParser) -> None:
     )
     resolve.add_argument("--external-id", default="", help="the upstream's id of the effect")
     _acting(resolve)
+    retry = _verb(
+        review_verbs,
+        "retry",
+        "free a failed effect so that its next request is sent again (compare-and-set)",
+        lambda op, a: op.retry(a.key, a.actor, a.note),
+        views.record,
+    )
+    retry.add_argument("key", help="the effect key, as in Idem-Key or batch-status")
+    _acting(retry)
+
+
+def _register_agent(agent: argparse.ArgumentParser) -> None:
+    agent_verbs = agent.add_subparsers(dest="agent_verb", required=True, metavar="VERB")
+    status = _verb(agent_verbs, "status", "the agent's pause, failures and snapshot",
+                   lambda op, a: op.agent(a.agent), agent_views.agent)  # fmt: skip
+    pause = _verb(agent_verbs, "pause", "hold every effect of the agent until it is resumed",
+                  lambda op, a: op.pause(a.agent, a.actor, a.note), agent_views.agent)  # fmt: skip
+    resume = _verb(
+        agent_verbs,
+        "resume",
+        "mark the cause fixed: free the pause's failed effects, then let the agent act again",
+        lambda op, a: op.resume(a.agent, a.actor, a.note),
+        agent_views.resumed,
+    )
+    for parser in (status, pause, resume):
+        parser.add_argument("agent")
+    _acting(pause)
+    _acting(resume)
 
 
 def _register_delivery(delivery: argparse.ArgumentParser) -> None:

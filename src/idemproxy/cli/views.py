@@ -51,11 +51,12 @@ def status(document: Document) -> str:
     head = (
         f"store {document['store']}: {document['unknown']} unknown outcome(s) awaiting review,"
         f" {document['backlog']} event(s) not yet delivered, {document['parked']} agent(s)"
-        " with delivery parked"
+        f" with delivery parked, {document['paused']} agent(s) paused"
     )
     rows = [
         [
             a["agent"],
+            "paused" if a["paused"] else "running",
             a["unknown"],
             a["backlog"],
             "parked" if a["parked"] else "ok",
@@ -63,7 +64,8 @@ def status(document: Document) -> str:
         ]
         for a in document["agents"]
     ]
-    return head + "\n\n" + table(["agent", "unknown", "backlog", "delivery", "last error"], rows)
+    columns = ["agent", "state", "unknown", "backlog", "delivery", "last error"]
+    return head + "\n\n" + table(columns, rows)
 
 
 def _actions(title: str, actions: list[Document], columns: Sequence[str]) -> str:

@@ -14,6 +14,7 @@ from enum import StrEnum
 
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.store.base import Store
+from idemproxy.store.control import AUTO_PAUSE_ACTION
 
 WINDOW_MS = 60_000
 
@@ -23,6 +24,11 @@ class AuditAction(StrEnum):
     RESTART = "recover.restart"
     ABANDON = "recover.abandon"
     RETRY_DELIVERY = "delivery.retry"
+    AUTO_PAUSE = AUTO_PAUSE_ACTION  # written by the store in the settle that pauses
+    PAUSE = "agent.pause"
+    RESUME = "agent.resume"
+    RETRY = "review.retry"  # a failed effect freed, alone or by a resume
+    COMPENSATE = "recover.compensate"
 
 
 class ActionLimit:

@@ -12,6 +12,7 @@ from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger import documents
 from idemproxy.ledger.audit import ActionLimit, AuditAction
 from idemproxy.ledger.documents import Document
+from idemproxy.ledger.pause import Pauses
 from idemproxy.ledger.recovery import RecoverMode, Recovery
 from idemproxy.ledger.review import Review, Verdict, not_found, parse_key
 from idemproxy.store.base import Store
@@ -44,6 +45,10 @@ class Operator(Protocol):
     async def deliveries(self, agent: str | None) -> Document: ...
     async def retry_delivery(self, agent: str, actor: str, note: str) -> Document: ...
     async def audit(self, agent: str, limit: int) -> Document: ...
+    async def agent(self, agent: str) -> Document: ...
+    async def pause(self, agent: str, actor: str, note: str) -> Document: ...
+    async def resume(self, agent: str, actor: str, note: str) -> Document: ...
+    async def retry(self, key: str, actor: str, note: str) -> Document: ...
 
 
 class LedgerService:
@@ -54,17 +59,27 @@ class LedgerService:
         self._limit = ActionLimit(store, actions_per_minute)
         self._review = Review(store, self._limit)
         self._recovery = Recovery(store, self._limit)
+        self._pauses = Pauses(store, self._limit)
 
     async def status(self) -> Document:
         agents = []
         for agent in await self._store.list_agents():
             unknown = len(await self._store.list_unknown(agent, MAX_LIMIT))
-            agents.append({"agent": agent, "unknown": unknown, **await self._delivery(agent)})
+            paused = (await self._store.read_control(agent)).pause is not None
+            agents.append(
+                {
+                    "agent": agent,
+                    "unknown": unknown,
+                    "paused": paused,
+                    **await self._delivery(agent),
+                }
+            )
         return {
             "store": self._store.backend,
             "unknown": sum(item["unknown"] for item in agents),
             "backlog": sum(item["backlog"] for item in agents),
             "parked": sum(1 for item in agents if item["parked"]),
+            "paused": sum(1 for item in agents if item["paused"]),
             "agents": agents,
         }
 
@@ -161,6 +176,24 @@ class LedgerService:
         await self._known(agent)
         entries = await self._store.read_audit(agent, _bounded(limit))
         return {"agent": agent, "entries": [documents.value(entry) for entry in entries]}
+
+    async def agent(self, agent: str) -> Document:
+        """The agent's pause, failure streak and what a resume would free."""
+        await self._known(agent)
+        return documents.value(await self._pauses.status(agent))
+
+    async def pause(self, agent: str, actor: str, note: str) -> Document:
+        await self._known(agent)
+        return documents.value(await self._pauses.pause(agent, actor, note))
+
+    async def resume(self, agent: str, actor: str, note: str) -> Document:
+        """Mark the cause fixed: free the failed effects of the pause, then resume."""
+        await self._known(agent)
+        return documents.value(await self._pauses.resume(agent, actor, note))
+
+    async def retry(self, key: str, actor: str, note: str) -> Document:
+        """Free one failed effect so that its next request is sent again."""
+        return documents.record(await self._pauses.retry(parse_key(key), actor, note))
 
     async def _known(self, agent: str) -> None:
         if agent not in await self._store.list_agents():

@@ -1,4 +1,5 @@
-"""Housekeeping of the review queue: lapsed leases become unknown, and the gauge is counted.
+"""Housekeeping of the review queue: lapsed leases become unknown, and the gauges are counted
+(outcomes awaiting review, agents paused).
 
 A proxy that dies holding a request leaves an ``in_flight`` record whose lease runs out. Until
 now that was noticed only when the agent repeated the request; the sweep notices it within
@@ -39,7 +40,7 @@ class Sweeper:
 
     async def sweep_once(self) -> int:
         """Turn lapsed leases unknown for every agent; returns how many outcomes await review."""
-        waiting = 0
+        waiting = paused = 0
         for agent in await self._store.list_agents():
             for record in await self._store.sweep_expired(agent):
                 log.warning(
@@ -47,5 +48,7 @@ class Sweeper:
                     extra={"effect_key": str(record.key), "batch": record.meta.batch},
                 )
             waiting += len(await self._store.list_unknown(agent, UNKNOWN_COUNT_CAP))
+            paused += (await self._store.read_control(agent)).pause is not None
         self._metrics.unknown_outcomes.set(waiting)
+        self._metrics.agents_paused.set(paused)
         return waiting

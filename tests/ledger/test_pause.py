@@ -1,0 +1,276 @@
+"""Pause, resume ("mark fixed") and retry: compare-and-set on the agent and on each record,
+audited, on every store backend."""
+
+from __future__ import annotations
+
+import pytest
+
+from idemproxy.errors import ProblemCode, RequestRefused
+from idemproxy.instrumented import InstrumentedStore
+from idemproxy.ledger.service import LedgerService
+from idemproxy.ledger.sweeper import Sweeper
+from idemproxy.metrics import Metrics
+from idemproxy.store.base import Store
+from idemproxy.store.journal import AuditEntry
+from idemproxy.store.memory import MemoryStore
+from idemproxy.store.records import (
+    ClaimRequest,
+    EffectMeta,
+    RecordKey,
+    RecordState,
+    Resolution,
+    ResolveResult,
+    Settlement,
+    StoredResponse,
+)
+
+LIMIT = 5
+DENIED = StoredResponse(401, (("content-type", "application/json"),), b'{"error":"revoked"}')
+
+
+async def settle(store: Store, key: RecordKey, settlement: Settlement, limit: int = LIMIT) -> int:
+    """One attempt at ``key``, settled and counted toward a pause; its fence."""
+    claim = await store.claim(ClaimRequest(key, "fp", EffectMeta(batch="b1"), 30_000, 600))
+    assert claim.claimed, claim
+    counted = Settlement(
+        settlement.state, settlement.response, reason=settlement.reason, pause_after_failures=limit
+    )
+    assert await store.settle(key, claim.fence, counted)
+    return claim.fence
+
+
+def denied() -> Settlement:
+    return Settlement(RecordState.COMPLETED, DENIED)
+
+
+def ok() -> Settlement:
+    return Settlement(RecordState.COMPLETED, StoredResponse(200, (), b"{}"))
+
+
+async def auto_paused(store: Store, agent: str, lost: tuple[int, ...] = ()) -> list[RecordKey]:
+    """Five failures that pause the agent; those numbered in ``lost`` end unknown, not denied."""
+    keys = [RecordKey(agent, f"e{index}") for index in range(LIMIT)]
+    for index, key in enumerate(keys):
+        unknown = Settlement(RecordState.UNKNOWN, reason="no answer within read timeout")
+        await settle(store, key, unknown if index in lost else denied())
+    assert (await store.read_control(agent)).auto_paused
+    return keys
+
+
+async def states(store: Store, keys: list[RecordKey]) -> list[str]:
+    return [record.state.value if (record := await store.get(key)) else "" for key in keys]
+
+
+async def test_resume_frees_only_what_is_still_failed_then_runs(store: Store, ns: str) -> None:
+    keys = await auto_paused(store, ns, lost=(3, 4))
+    service = LedgerService(store)
+    # Meanwhile an operator freed e1 by hand, and found that e3 did happen after all.
+    await service.retry(str(keys[1]), "carol", "token rotated")
+    await service.resolve(str(keys[3]), "applied", "carol", "it is in the channel")
+
+    preview = (await service.agent(ns))["snapshot"]
+    expected = ["freed", "already_free", "freed", "moved_on", "unknown"]
+    assert [item["result"] for item in preview] == expected
+
+    resumed = await service.resume(ns, "alice", "token rotated")
+
+    assert [item["result"] for item in resumed["freed"]] == expected
+    assert await states(store, keys) == ["not_applied", "not_applied", "not_applied", "completed",
+                                         "unknown"]  # fmt: skip
+    status = await service.agent(ns)
+    assert (status["state"], status["failures"], status["snapshot"]) == ("running", 0, [])
+    # The re-run of a freed effect is sent: its claim takes the key.
+    assert (await store.claim(ClaimRequest(keys[0], "fp", EffectMeta(), 1000, 600))).claimed
+    actions = [(e.action, e.target) for e in await store.read_audit(ns)]
+    assert actions == [
+        ("agent.auto_pause", ns),
+        ("review.retry", str(keys[1])),
+        ("review.resolve", str(keys[3])),
+        ("review.retry", str(keys[0])),
+        ("review.retry", str(keys[2])),
+        ("agent.resume", ns),
+    ]
+    resume_entry = (await store.read_audit(ns))[-1]
+    assert resume_entry.actor == "alice"
+    assert resume_entry.before.startswith("paused (auto) by idemproxy: auto-paused after 5")
+    assert resume_entry.after == (
+        "running; snapshot: 2 freed, 1 already_free, 1 moved_on, 1 unknown, 0 gone"
+    )
+
+
+class PausedByBobDuringResume(InstrumentedStore):
+    """The store as bob sees it: he pauses the agent while alice's resume frees records."""
+
+    interleaved = False
+
+    async def resolve(
+        self,
+        key: RecordKey,
+        expected: RecordState,
+        resolution: Resolution,
+        audit: AuditEntry | None = None,
+        fence: int | None = None,
+    ) -> ResolveResult:
+        if not self.interleaved:
+            self.interleaved = True
+            await LedgerService(self.inner).pause(key.agent, "bob", "hands off: refunds pending")
+        return await super().resolve(key, expected, resolution, audit, fence)
+
+
+async def test_a_manual_pause_during_resume_wins(store: Store, ns: str) -> None:
+    keys = await auto_paused(store, ns)
+    racing = PausedByBobDuringResume(store, Metrics())
+
+    with pytest.raises(RequestRefused) as refused:
+        await LedgerService(racing).resume(ns, "alice", "fixed")
+
+    assert refused.value.code is ProblemCode.STATE_CONFLICT
+    assert "paused (operator) by bob" in refused.value.detail
+    assert "that pause stands" in refused.value.detail
+    control = await store.read_control(ns)
+    assert control.pause is not None
+    assert (control.pause.actor, control.pause.reason) == ("bob", "hands off: refunds pending")
+    assert len(control.snapshot) == LIMIT  # kept for the resume that follows bob's pause
+    assert await states(store, keys) == ["not_applied"] * LIMIT
+    assert "agent.resume" not in [entry.action for entry in await store.read_audit(ns)]
+
+    # Bob resumes later: nothing left to free, and the agent runs.
+    resumed = await LedgerService(store).resume(ns, "bob", "refunds done")
+    assert {item["result"] for item in resumed["freed"]} == {"already_free"}
+    assert (await store.read_control(ns)).pause is None
+
+
+class FailureJoinsDuringResume(InstrumentedStore):
+    """An attempt that was in flight when the agent paused fails while the resume runs."""
+
+    interleaved = False
+
+    async def resolve(
+        self,
+        key: RecordKey,
+        expected: RecordState,
+        resolution: Resolution,
+        audit: AuditEntry | None = None,
+        fence: int | None = None,
+    ) -> ResolveResult:
+        if not self.interleaved:
+            self.interleaved = True
+            late = RecordKey(key.agent, "late")
+            claim = await self.inner.claim(
+                ClaimRequest(late, "fp", EffectMeta(), 30_000, 600, ignore_pause=True)
+            )
+            failed = Settlement(RecordState.COMPLETED, DENIED, pause_after_failures=LIMIT)
+            assert await self.inner.settle(late, claim.fence, failed)
+        return await super().resolve(key, expected, resolution, audit, fence)
+
+
+async def test_a_failure_joining_the_snapshot_during_resume_is_freed_too(
+    store: Store, ns: str
+) -> None:
+    keys = await auto_paused(store, ns)
+
+    resumed = await LedgerService(FailureJoinsDuringResume(store, Metrics())).resume(ns, "a", "")
+
+    assert [item["effect_key"] for item in resumed["freed"]][-1] == f"{ns}/late"
+    assert await states(store, [*keys, RecordKey(ns, "late")]) == ["not_applied"] * (LIMIT + 1)
+    assert (await store.read_control(ns)).pause is None
+
+
+async def test_resuming_an_agent_that_is_not_paused_changes_nothing(store: Store, ns: str) -> None:
+    await settle(store, RecordKey(ns, "e0"), denied())
+    before = (await store.read_control(ns), await store.read_audit(ns))
+
+    with pytest.raises(RequestRefused) as refused:
+        await LedgerService(store).resume(ns, "alice", "")
+
+    assert refused.value.code is ProblemCode.STATE_CONFLICT
+    assert f"agent {ns!r} is not paused, so there is nothing to resume" in refused.value.detail
+    assert (await store.read_control(ns), await store.read_audit(ns)) == before
+
+
+async def test_resume_is_idempotent(store: Store, ns: str) -> None:
+    keys = await auto_paused(store, ns)
+    service = LedgerService(store)
+    await service.resume(ns, "alice", "")
+    audit = await store.read_audit(ns)
+
+    with pytest.raises(RequestRefused, match="not paused"):
+        await service.resume(ns, "alice", "again")
+
+    assert await store.read_audit(ns) == audit
+    assert await states(store, keys) == ["not_applied"] * LIMIT
+
+
+async def test_an_operator_pause_holds_the_agent_and_is_not_set_twice(
+    store: Store, ns: str
+) -> None:
+    await settle(store, RecordKey(ns, "e0"), ok())
+    service = LedgerService(store)
+
+    status = await service.pause(ns, "alice", "investigating")
+
+    assert (status["state"], status["paused_by"], status["reason"]) == (
+        "paused",
+        "operator",
+        "investigating",
+    )
+    claim = await store.claim(ClaimRequest(RecordKey(ns, "e1"), "fp", EffectMeta(), 1000, 600))
+    assert claim.paused is not None
+    with pytest.raises(RequestRefused, match="already paused"):
+        await service.pause(ns, "bob", "")
+    resumed = await service.resume(ns, "alice", "")
+    assert resumed["freed"] == []
+
+
+async def test_retry_frees_one_failed_effect_and_refuses_anything_else(
+    store: Store, ns: str
+) -> None:
+    failed, lost, done = RecordKey(ns, "failed"), RecordKey(ns, "lost"), RecordKey(ns, "done")
+    await settle(store, failed, denied())
+    await settle(store, lost, Settlement(RecordState.UNKNOWN, reason="no answer"))
+    await settle(store, done, ok())
+    service = LedgerService(store)
+
+    record = await service.retry(str(failed), "alice", "permission granted")
+
+    assert record["state"] == "not_applied"
+    assert "freed by alice" in record["reason"]
+    [entry] = await store.read_audit(ns)
+    assert (entry.action, entry.target, entry.before) == (
+        "review.retry",
+        str(failed),
+        "failed (401)",
+    )
+    for key, words in [
+        (lost, "review resolve"),
+        (done, "completed with status 200"),
+        (failed, "already free"),
+    ]:
+        with pytest.raises(RequestRefused) as refused:
+            await service.retry(str(key), "alice", "")
+        assert refused.value.code is ProblemCode.STATE_CONFLICT
+        assert words in refused.value.detail
+    with pytest.raises(RequestRefused) as missing:
+        await service.retry(f"{ns}/nope", "alice", "")
+    assert missing.value.code is ProblemCode.NOT_FOUND
+    assert len(await store.read_audit(ns)) == 1
+
+
+async def test_an_unknown_agent_is_not_found(store: Store, ns: str) -> None:
+    with pytest.raises(RequestRefused) as refused:
+        await LedgerService(store).agent(f"{ns}-nobody")
+    assert refused.value.code is ProblemCode.NOT_FOUND
+
+
+async def test_the_sweep_counts_paused_agents_for_the_gauge() -> None:
+    store = MemoryStore()
+    await auto_paused(store, "bot-1")
+    await settle(store, RecordKey("bot-2", "e0"), ok())
+    metrics = Metrics()
+
+    await Sweeper(store, metrics, interval_s=5).sweep_once()
+
+    assert metrics.registry.get_sample_value("idemproxy_agents_paused") == 1
+    await LedgerService(store).resume("bot-1", "alice", "")
+    await Sweeper(store, metrics, interval_s=5).sweep_once()
+    assert metrics.registry.get_sample_value("idemproxy_agents_paused") == 0
