@@ -535,6 +535,7 @@ def test_alerts_cover_what_operators_must_act_on() -> None:
     assert set(rules) == {
         "IdemproxyUnknownOutcomesAwaitingReview",
         "IdemproxyDuplicateSpike",
+        "IdemproxyAgentPaused",
         "IdemproxyControllerBacklog",
         "IdemproxyStoreErrors",
     }
@@ -552,6 +553,7 @@ def test_alerts_cover_what_operators_must_act_on() -> None:
         "idemproxy review resolve"
         in rules["IdemproxyUnknownOutcomesAwaitingReview"]["annotations"]["description"]
     )
+    assert "idemproxy agent resume" in rules["IdemproxyAgentPaused"]["annotations"]["description"]
 
 
 def metric_names(expr: str) -> set[str]:
@@ -577,7 +579,7 @@ def test_alert_rules_pass_promtool_check(tmp_path: Path, name: str) -> None:
         [promtool(), "check", "rules", str(rules)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 4 rules found" in result.stdout
+    assert "SUCCESS: 5 rules found" in result.stdout
 
 
 def test_alerts_fire_only_when_the_condition_lasts(tmp_path: Path) -> None:
@@ -604,6 +606,10 @@ def test_alerts_fire_only_when_the_condition_lasts(tmp_path: Path) -> None:
             'upstream="slack",route="post_message",kind="replayed"}',
             "0+6x40",
         ),
+        # An agent paused at minute 2 (every pod reads the same store), none elsewhere.
+        ('idemproxy_agents_paused{namespace="agents",pod="bot-1"}', "0 0 1x40"),
+        ('idemproxy_agents_paused{namespace="agents",pod="bot-2"}', "0 0 1x40"),
+        ('idemproxy_agents_paused{namespace="other",pod="x"}', "0x40"),
         ('idemproxy_controller_backlog{namespace="agents",pod="bot-1"}', "500x40"),
         ('idemproxy_controller_backlog{namespace="agents",pod="bot-2"}', "50x40"),
         # One transient claim error, then sustained failures to complete.
@@ -641,6 +647,18 @@ def test_alerts_fire_only_when_the_condition_lasts(tmp_path: Path) -> None:
                         "kind": "replayed",
                     },
                     "idemproxy blocks 1/s duplicate replayed calls to discord in agents",
+                )
+            ],
+        },
+        {"eval_time": "2m", "alertname": "IdemproxyAgentPaused", "exp_alerts": []},
+        {
+            "eval_time": "4m",
+            "alertname": "IdemproxyAgentPaused",
+            "exp_alerts": [
+                expected(
+                    "IdemproxyAgentPaused",
+                    {"severity": "warning", "namespace": NAMESPACE},
+                    "1 agent(s) paused in agents",
                 )
             ],
         },
