@@ -166,6 +166,34 @@ async def resume(request: web.Request) -> web.Response:
     return _json(await _ledger(request).resume(agent_id, actor, _text(body, "note")))
 
 
+async def compensation(request: web.Request) -> web.Response:
+    info = request.match_info
+    return _json(await _ledger(request).compensation(info["agent"], info["batch"]))
+
+
+async def compensate(request: web.Request) -> web.Response:
+    body, info = await _body(request), request.match_info
+    plan = await _ledger(request).compensate(
+        info["agent"],
+        info["batch"],
+        _actor(request, body),
+        _text(body, "note"),
+        _credentials(body.get("headers", {})),
+    )
+    return _json(plan)
+
+
+def _credentials(value: object) -> dict[str, dict[str, str]]:
+    """``{"stripe": {"Authorization": "Bearer ..."}}``: headers to send to each upstream."""
+    if not isinstance(value, dict) or not all(
+        isinstance(headers, dict)
+        and all(isinstance(n, str) and isinstance(v, str) for n, v in headers.items())
+        for headers in value.values()
+    ):
+        raise _invalid('headers must look like {"stripe": {"Authorization": "Bearer ..."}}')
+    return value
+
+
 async def retry(request: web.Request) -> web.Response:
     body = await _body(request)
     key, actor = request.match_info["key"], _actor(request, body)
@@ -191,3 +219,5 @@ def add_api(app: web.Application, service: LedgerService) -> None:
     router.add_post("/v1/agents/{agent}/delivery/retry", retry_delivery)
     router.add_get("/v1/agents/{agent}/batches/{batch}", batch)
     router.add_post("/v1/agents/{agent}/batches/{batch}/recover", recover)
+    router.add_get("/v1/agents/{agent}/batches/{batch}/compensation", compensation)
+    router.add_post("/v1/agents/{agent}/batches/{batch}/compensation", compensate)

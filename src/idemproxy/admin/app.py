@@ -9,6 +9,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from idemproxy.admin.api import add_api, problems
 from idemproxy.admin.auth import bearer_guard
+from idemproxy.admin.sender import ProxySender, proxy_url
+from idemproxy.ledger.compensator import Compensator
 from idemproxy.ledger.service import LedgerService
 from idemproxy.proxy.handler import ProxyState
 from idemproxy.store.base import StoreError
@@ -43,7 +45,12 @@ async def metrics(request: web.Request) -> web.Response:
 def build_admin_app(state: ProxyState) -> web.Application:
     app = web.Application(middlewares=[bearer_guard(state.config.admin_token), problems])
     app[ADMIN_STATE] = state
-    add_api(app, LedgerService(state.store, state.config.recovery.actions_per_minute))
+    sender = ProxySender(proxy_url(state.config.listen))
+    policies = {name: upstream.policy for name, upstream in state.upstreams.items()}
+    compensator = Compensator(policies, sender)
+    limit = state.config.recovery.actions_per_minute
+    add_api(app, LedgerService(state.store, limit, compensator))
+    app.on_cleanup.append(sender.close)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)

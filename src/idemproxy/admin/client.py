@@ -4,6 +4,7 @@ service raises locally, so the CLI handles both alike."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -109,6 +110,22 @@ class AdminClient:
     async def resume(self, agent: str, actor: str, note: str) -> Document:
         path = f"/v1/agents/{_segment(agent)}/resume"
         return await self._call("POST", path, body={"actor": actor, "note": note})
+
+    async def compensation(self, agent: str, batch: str) -> Document:
+        path = f"/v1/agents/{_segment(agent)}/batches/{_segment(batch)}/compensation"
+        return await self._call("GET", path)
+
+    async def compensate(
+        self,
+        agent: str,
+        batch: str,
+        actor: str,
+        note: str,
+        credentials: Mapping[str, Mapping[str, str]],
+    ) -> Document:
+        path = f"/v1/agents/{_segment(agent)}/batches/{_segment(batch)}/compensation"
+        body = {"actor": actor, "note": note, "headers": credentials}
+        return await self._call("POST", path, body=body)
 
     async def retry(self, key: str, actor: str, note: str) -> Document:
         path = f"/v1/review/{_segment(key)}/retry"

@@ -22,7 +22,7 @@ from typing import TypeAlias
 import orjson
 
 from idemproxy.admin.client import AdminClient
-from idemproxy.cli import agent_views, views
+from idemproxy.cli import agent_views, compensation, views
 from idemproxy.errors import ConfigError, RequestRefused
 from idemproxy.ledger.documents import Document
 from idemproxy.ledger.service import LedgerService, Operator
@@ -125,13 +125,26 @@ def register(verbs: Verbs) -> None:
     recover = _verb(
         verbs,
         "recover",
-        "prepare a batch's re-run (auto, restart) or archive it (abandon)",
-        lambda op, a: op.recover(a.agent, a.batch, a.strategy, a.actor, a.note),
-        views.plan,
+        "prepare a batch's re-run (auto, restart), archive it (abandon), or undo its completed"
+        " effects (compensate)",
+        compensation.recover,
+        compensation.recovered,
     )
     recover.add_argument("agent")
     recover.add_argument("batch")
-    recover.add_argument("--strategy", choices=["auto", "restart", "abandon"], default="auto")
+    recover.add_argument(
+        "--strategy", choices=["auto", "restart", "abandon", "compensate"], default="auto"
+    )
+    recover.add_argument(
+        "--yes", action="store_true", help="compensate: send them (without it: show the plan)"
+    )
+    recover.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="UPSTREAM=NAME:VALUE",
+        help="compensate: a header for UPSTREAM's compensations (its credentials); repeatable",
+    )
     _acting(recover)
 
     _register_review(verbs.add_parser("review", help="the queue of unknown outcomes"))

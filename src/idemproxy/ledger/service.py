@@ -6,11 +6,14 @@ the same documents and raise the same :class:`~idemproxy.errors.RequestRefused` 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger import documents
 from idemproxy.ledger.audit import ActionLimit, AuditAction
+from idemproxy.ledger.compensation import Compensations
+from idemproxy.ledger.compensator import Compensator
 from idemproxy.ledger.documents import Document
 from idemproxy.ledger.pause import Pauses
 from idemproxy.ledger.recovery import RecoverMode, Recovery
@@ -49,17 +52,29 @@ class Operator(Protocol):
     async def pause(self, agent: str, actor: str, note: str) -> Document: ...
     async def resume(self, agent: str, actor: str, note: str) -> Document: ...
     async def retry(self, key: str, actor: str, note: str) -> Document: ...
+    async def compensation(self, agent: str, batch: str) -> Document: ...
+    async def compensate(
+        self,
+        agent: str,
+        batch: str,
+        actor: str,
+        note: str,
+        credentials: Mapping[str, Mapping[str, str]],
+    ) -> Document: ...
 
 
 class LedgerService:
-    """:class:`Operator` on a store."""
+    """:class:`Operator` on a store; compensations need a ``compensator`` (a running proxy)."""
 
-    def __init__(self, store: Store, actions_per_minute: int = 60) -> None:
+    def __init__(
+        self, store: Store, actions_per_minute: int = 60, compensator: Compensator | None = None
+    ) -> None:
         self._store = store
         self._limit = ActionLimit(store, actions_per_minute)
         self._review = Review(store, self._limit)
         self._recovery = Recovery(store, self._limit)
         self._pauses = Pauses(store, self._limit)
+        self._compensations = Compensations(store, self._limit, compensator)
 
     async def status(self) -> Document:
         agents = []
@@ -194,6 +209,22 @@ class LedgerService:
     async def retry(self, key: str, actor: str, note: str) -> Document:
         """Free one failed effect so that its next request is sent again."""
         return documents.record(await self._pauses.retry(parse_key(key), actor, note))
+
+    async def compensation(self, agent: str, batch: str) -> Document:
+        """The plan: what compensating the batch would undo, and what it cannot."""
+        return documents.value(await self._compensations.plan(agent, batch))
+
+    async def compensate(
+        self,
+        agent: str,
+        batch: str,
+        actor: str,
+        note: str,
+        credentials: Mapping[str, Mapping[str, str]],
+    ) -> Document:
+        """Send the plan's compensations, newest first, until one fails."""
+        plan = await self._compensations.run(agent, batch, actor, note, credentials)
+        return documents.value(plan)
 
     async def _known(self, agent: str) -> None:
         if agent not in await self._store.list_agents():

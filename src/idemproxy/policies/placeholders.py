@@ -14,6 +14,7 @@ Filled into a path, a value is percent-encoded; in a body it is kept as it is.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from urllib.parse import quote
 import orjson
 
 from idemproxy.jsonpointer import POINTER_SYNTAX, resolve
+from idemproxy.policies.templates import compile_template
 
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _SPEC = re.compile(
@@ -89,6 +91,19 @@ def check(
                 f"{where}: {placeholder.text} names no parameter of the route's path template"
                 f" (it has: {known})"
             )
+
+
+def path_params(template: str, path: str) -> dict[str, str]:
+    """The parameters of ``path`` under a route's path template (what ``{path.NAME}`` reads)."""
+    match = _pattern(template).fullmatch(path)
+    if match is None:
+        return {}
+    return {name: value for name, value in match.groupdict().items() if value is not None}
+
+
+@functools.lru_cache(maxsize=256)
+def _pattern(template: str) -> re.Pattern[str]:
+    return compile_template(template)
 
 
 def templates_in(value: object) -> list[str]:

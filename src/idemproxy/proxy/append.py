@@ -13,9 +13,7 @@ append whose outcome is unknown needs no review: the next attempt's read-back se
 
 from __future__ import annotations
 
-import functools
 import logging
-import re
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -29,8 +27,7 @@ from yarl import URL
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.jsonpointer import replace_at, resolve
 from idemproxy.policies.append import AppendRule
-from idemproxy.policies.placeholders import MissingValue, Values, fill_text
-from idemproxy.policies.templates import compile_template
+from idemproxy.policies.placeholders import MissingValue, Values, fill_text, path_params
 from idemproxy.proxy.forward import UpstreamFailure, exchange
 from idemproxy.proxy.headers import upstream_request_headers
 from idemproxy.proxy.native import Reconciled
@@ -90,19 +87,6 @@ def decide(value: str, text: str, min_overlap_chars: int) -> tuple[AppendCase, s
     if overlap >= min_overlap_chars:
         return AppendCase.REMAINDER, text[overlap:]
     return AppendCase.APPENDED, text
-
-
-def path_params(template: str, path: str) -> dict[str, str]:
-    """The parameters of ``path`` under the route's path template."""
-    match = _pattern(template).fullmatch(path)
-    if match is None:
-        return {}
-    return {name: value for name, value in match.groupdict().items() if value is not None}
-
-
-@functools.lru_cache(maxsize=256)
-def _pattern(template: str) -> re.Pattern[str]:
-    return compile_template(template)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ class DiscordService(Service):
         self.nonce_window_s = nonce_window_s
         self.messages: list[dict[str, Any]] = []
         self.nonces: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
+        self.deleted: list[str] = []  # ids of the messages deleted, in order
         self._ids = itertools.count(1)
 
 
@@ -105,10 +106,28 @@ async def create_message(request: web.Request) -> web.Response:
     return await perform(request, service, "message", apply)
 
 
+async def delete_message(request: web.Request) -> web.Response:
+    service = request.app[DISCORD]
+    await service.record(request)
+    if not request.headers.get("Authorization", "").startswith("Bot "):
+        return json_answer({"message": "401: Unauthorized", "code": 0}, status=401)
+    message_id = request.match_info["message_id"]
+    live = [m for m in service.messages if m["id"] == message_id and m["id"] not in service.deleted]
+    if not live:
+        return json_answer({"message": "Unknown Message", "code": 10008}, status=404)
+
+    def apply() -> web.Response:
+        service.deleted.append(message_id)
+        return web.Response(status=204, headers=_VIA)
+
+    return await perform(request, service, "delete", apply)
+
+
 def build_discord_app(nonce_window_s: float = 300.0) -> web.Application:
     app = web.Application()
     app[DISCORD] = DiscordService(nonce_window_s)
     app.router.add_get("/api/v10/users/@me", me)
     app.router.add_get("/api/v10/oauth2/applications/@me", application)
     app.router.add_post("/api/v10/channels/{channel_id}/messages", create_message)
+    app.router.add_delete("/api/v10/channels/{channel_id}/messages/{message_id}", delete_message)
     return app

@@ -22,6 +22,7 @@ class StripeService(Service):
         super().__init__()
         self.intents: dict[str, dict[str, Any]] = {}
         self.keys: dict[str, tuple[bytes, int, bytes]] = {}
+        self.refunds: list[dict[str, Any]] = []
         self._ids = itertools.count(1)
 
 
@@ -59,7 +60,8 @@ async def create_intent(request: web.Request) -> web.Response:
             "object": "payment_intent",
             "amount": int(params["amount"]),
             "currency": params["currency"],
-            "status": "requires_payment_method",
+            # confirm=true with a payment method charges at once, as the real API does.
+            "status": "succeeded" if params.get("confirm") == "true" else "requires_payment_method",
             "metadata": {k[9:-1]: v for k, v in params.items() if k.startswith("metadata[")},
         }
         service.intents[str(intent["id"])] = intent
@@ -81,9 +83,36 @@ async def retrieve_intent(request: web.Request) -> web.Response:
     return json_answer(intent)
 
 
+async def create_refund(request: web.Request) -> web.Response:
+    """A refund of a payment intent's charge; a second refund of it is refused, as Stripe does."""
+    service = request.app[STRIPE]
+    params = dict(parse_qsl((await service.record(request)).decode()))
+    intent = service.intents.get(params.get("payment_intent", ""))
+    if intent is None:
+        return _error("invalid_request_error", "No such payment_intent", 404)
+    if intent["status"] != "succeeded":
+        return _error("invalid_request_error", "This PaymentIntent has no charge to refund", 400)
+    if any(refund["payment_intent"] == intent["id"] for refund in service.refunds):
+        return _error("invalid_request_error", "Charge has already been refunded.", 400)
+
+    def apply() -> web.Response:
+        refund = {
+            "id": f"re_{len(service.refunds) + 1:06d}",
+            "object": "refund",
+            "payment_intent": intent["id"],
+            "amount": intent["amount"],
+            "status": "succeeded",
+        }
+        service.refunds.append(refund)
+        return json_answer(refund)
+
+    return await perform(request, service, "refund", apply)
+
+
 def build_stripe_app() -> web.Application:
     app = web.Application()
     app[STRIPE] = StripeService()
     app.router.add_post("/v1/payment_intents", create_intent)
     app.router.add_get("/v1/payment_intents/{id}", retrieve_intent)
+    app.router.add_post("/v1/refunds", create_refund)
     return app

@@ -1,0 +1,67 @@
+"""Sending compensations through this proxy's own listener, as an agent sends its effects, so
+that each is claimed, recorded and reported like any other effect (ledger/compensator.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from urllib.parse import quote
+
+import orjson
+from aiohttp import ClientError, ClientSession, ClientTimeout, web
+from yarl import URL
+
+from idemproxy.config import HostPort
+from idemproxy.ledger.compensator import Outgoing, Sent
+from idemproxy.proxy.problems import PROBLEM_CONTENT_TYPE
+
+# The proxy answers within the upstream's own timeouts; this only bounds a proxy that hangs.
+TIMEOUT_S = 600.0
+DETAIL_CHARS = 300
+# A listener on every address is reached on loopback.
+_ANY_ADDRESS = {"0.0.0.0": "127.0.0.1", "::": "::1"}  # noqa: S104
+
+
+def proxy_url(listen: HostPort) -> str:
+    """Where this process's proxy listener answers on this host."""
+    host = _ANY_ADDRESS.get(listen.host, listen.host)
+    return f"http://[{host}]:{listen.port}" if ":" in host else f"http://{host}:{listen.port}"
+
+
+class ProxySender:
+    """A :class:`~idemproxy.ledger.compensator.Sender` over one pooled session."""
+
+    def __init__(self, base_url: str) -> None:
+        self._base_url = base_url
+        self._session: ClientSession | None = None
+
+    async def send(self, outgoing: Outgoing, credentials: Mapping[str, str]) -> Sent:
+        if self._session is None:
+            self._session = ClientSession(timeout=ClientTimeout(total=TIMEOUT_S))
+        url = URL(
+            f"{self._base_url}/{quote(outgoing.upstream, safe='')}{outgoing.path}", encoded=True
+        )
+        headers = {**credentials, **dict(outgoing.headers)}  # the key headers are never replaced
+        try:
+            async with self._session.request(
+                outgoing.method, url, data=outgoing.body, headers=headers
+            ) as answer:
+                body = await answer.read()
+                outcome = answer.headers.get("Idem-Outcome", "")
+                return Sent(answer.status, outcome, _detail(answer.content_type, body))
+        except (ClientError, TimeoutError) as exc:
+            return Sent(0, "proxy-unreachable", f"{type(exc).__name__}: {exc}")
+
+    async def close(self, app: web.Application | None = None) -> None:
+        """Close the session (an ``on_cleanup`` handler of the admin app)."""
+        if self._session is not None:
+            await self._session.close()
+
+
+def _detail(content_type: str, body: bytes) -> str:
+    """What went wrong, for the plan: a problem's detail, else the start of the body."""
+    if content_type == PROBLEM_CONTENT_TYPE:
+        try:
+            return str(orjson.loads(body).get("detail", ""))
+        except (orjson.JSONDecodeError, AttributeError):
+            pass
+    return body[:DETAIL_CHARS].decode("utf-8", "replace")

@@ -1,0 +1,73 @@
+"""``idemproxy recover AGENT BATCH --strategy compensate [--yes] [--header ...]``: the plan to
+undo a batch's completed effects, and, confirmed, running it through the proxy."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from idemproxy.cli import views
+from idemproxy.errors import ConfigError
+from idemproxy.ledger.documents import Document
+from idemproxy.ledger.service import Operator
+
+COMPENSATE = "compensate"
+
+
+def credentials(headers: Sequence[str]) -> dict[str, dict[str, str]]:
+    """``--header stripe=Authorization:Bearer sk_...`` as ``{"stripe": {"Authorization": ...}}``."""
+    parsed: dict[str, dict[str, str]] = {}
+    for text in headers:
+        upstream, _, header = text.partition("=")
+        name, colon, value = header.partition(":")
+        if not (upstream and colon and name.strip() and value.strip()):
+            raise ConfigError(
+                f"--header {text!r} is not UPSTREAM=NAME:VALUE; write it like"
+                ' --header "stripe=Authorization: Bearer $STRIPE_KEY"'
+            )
+        parsed.setdefault(upstream, {})[name.strip()] = value.strip()
+    return parsed
+
+
+async def recover(operator: Operator, args: argparse.Namespace) -> Document:
+    """The ``recover`` verb: a recovery, or a compensation plan (run with ``--yes``)."""
+    if args.strategy != COMPENSATE:
+        return await operator.recover(args.agent, args.batch, args.strategy, args.actor, args.note)
+    if not args.yes:
+        return await operator.compensation(args.agent, args.batch)
+    sent = credentials(args.header)
+    return await operator.compensate(args.agent, args.batch, args.actor, args.note, sent)
+
+
+def recovered(document: Document) -> str:
+    return plan(document) if "confirmed" in document else views.plan(document)
+
+
+def _rows(items: list[Document]) -> list[list[object]]:
+    return [
+        [
+            item["effect_key"],
+            item["action"],
+            item["state"],
+            item["request"],
+            item["status"] or "",
+            views.short(item["detail"]),
+        ]
+        for item in items
+    ]
+
+
+def plan(document: Document) -> str:
+    verb = "compensated" if document["confirmed"] else "plan to compensate"
+    lines = [f"{verb} batch {document['batch']} of agent {document['agent']}, newest first"]
+    columns = ["effect key", "action", "state", "compensation", "status", "detail"]
+    lines += [
+        "",
+        f"to undo ({len(document['undo'])})",
+        views.table(columns, _rows(document["undo"])),
+    ]
+    if document["cannot"]:
+        cannot = document["cannot"]
+        lines += ["", f"cannot be undone ({len(cannot)})", views.table(columns, _rows(cannot))]
+    lines += ["", f"next: {document['next_step']}"]
+    return "\n".join(lines)
