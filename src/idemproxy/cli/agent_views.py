@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from idemproxy.cli.views import short, table, when
+from idemproxy.cli.views import table, when
 from idemproxy.ledger.documents import Document
 
 _WHAT_RESUME_DOES = {
@@ -28,7 +28,7 @@ def agent(document: Document) -> str:
     if document["state"] == "paused":
         head += (
             f" ({document['paused_by']}) since {when(document['since_ms'])} by"
-            f" {document['actor']}\nreason: {short(document['reason'])}"
+            f" {document['actor']}\nreason: {document['reason']}"
         )
     lines = [head, f"consecutive failures: {document['failures']}"]
     if document["snapshot"]:
