@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
 import uuid
 from collections.abc import Awaitable
@@ -54,15 +55,16 @@ async def _many_calls(url: str, count: int) -> str:
     timeout = aiohttp.ClientTimeout(total=120)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
 
-        async def call(index: int) -> int:
+        async def call(index: int) -> str:
             headers = {"Idem-Batch": f"mem-{run}", "Idem-Tool-Call": f"call-{index}"}
             async with session.post(url, json={"n": index}, headers=headers) as answer:
                 await answer.read()
-                return answer.status
+                return f"{answer.status} {answer.headers.get('Idem-Outcome', '')}".strip()
 
-        statuses = await asyncio.gather(*(call(index) for index in range(count)))
-    ok = sum(1 for status in statuses if status == 200)
-    return f"{ok}/{count} answered 200"
+        answers = collections.Counter(
+            await asyncio.gather(*(call(index) for index in range(count)))
+        )
+    return ", ".join(f"{n} x {answer}" for answer, n in answers.most_common())
 
 
 def footprints(

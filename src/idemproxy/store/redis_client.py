@@ -60,6 +60,9 @@ class BoundedPool(ConnectionPool):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._slots = asyncio.Semaphore(self.max_connections)
+        # Connections handed out, each holding a slot. The base class also calls release()
+        # itself, for a connection it could not connect: that one never got to hold a slot.
+        self._lent: set[AbstractConnection] = set()
 
     async def get_connection(self, *args: Any, **kwargs: Any) -> AbstractConnection:
         if self._slots.locked():
@@ -76,13 +79,16 @@ class BoundedPool(ConnectionPool):
         except BaseException:
             self._slots.release()
             raise
+        self._lent.add(connection)
         return connection
 
     async def release(self, connection: AbstractConnection) -> None:
         try:
             await super().release(connection)
         finally:
-            self._slots.release()
+            if connection in self._lent:
+                self._lent.discard(connection)
+                self._slots.release()
 
 
 def clients_from_url(url: str) -> tuple[Redis | RedisCluster, list[Redis]]:
