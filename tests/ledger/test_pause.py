@@ -3,6 +3,8 @@ audited, on every store backend."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import pytest
 
 from idemproxy.errors import ProblemCode, RequestRefused
@@ -98,10 +100,12 @@ async def test_resume_frees_only_what_is_still_failed_then_runs(store: Store, ns
     )
 
 
-class PausedByBobDuringResume(InstrumentedStore):
-    """The store as bob sees it: he pauses the agent while alice's resume frees records."""
+class Interleaving(InstrumentedStore):
+    """The store, with something else happening as a resume frees its first record."""
 
-    interleaved = False
+    def __init__(self, store: Store, meanwhile: Callable[[Store, str], Awaitable[None]]) -> None:
+        super().__init__(store, Metrics())
+        self._meanwhile: Callable[[Store, str], Awaitable[None]] | None = meanwhile
 
     async def resolve(
         self,
@@ -111,15 +115,29 @@ class PausedByBobDuringResume(InstrumentedStore):
         audit: AuditEntry | None = None,
         fence: int | None = None,
     ) -> ResolveResult:
-        if not self.interleaved:
-            self.interleaved = True
-            await LedgerService(self.inner).pause(key.agent, "bob", "hands off: refunds pending")
+        if self._meanwhile is not None:
+            meanwhile, self._meanwhile = self._meanwhile, None
+            await meanwhile(self.inner, key.agent)
         return await super().resolve(key, expected, resolution, audit, fence)
+
+
+async def bob_pauses(store: Store, agent: str) -> None:
+    await LedgerService(store).pause(agent, "bob", "hands off: refunds pending")
+
+
+async def a_late_attempt_fails(store: Store, agent: str) -> None:
+    """An attempt that was in flight when the agent paused fails now."""
+    late = RecordKey(agent, "late")
+    claim = await store.claim(
+        ClaimRequest(late, "fp", EffectMeta(), 30_000, 600, ignore_pause=True)
+    )
+    failed = Settlement(RecordState.COMPLETED, DENIED, pause_after_failures=LIMIT)
+    assert await store.settle(late, claim.fence, failed)
 
 
 async def test_a_manual_pause_during_resume_wins(store: Store, ns: str) -> None:
     keys = await auto_paused(store, ns)
-    racing = PausedByBobDuringResume(store, Metrics())
+    racing = Interleaving(store, bob_pauses)
 
     with pytest.raises(RequestRefused) as refused:
         await LedgerService(racing).resume(ns, "alice", "fixed")
@@ -140,36 +158,12 @@ async def test_a_manual_pause_during_resume_wins(store: Store, ns: str) -> None:
     assert (await store.read_control(ns)).pause is None
 
 
-class FailureJoinsDuringResume(InstrumentedStore):
-    """An attempt that was in flight when the agent paused fails while the resume runs."""
-
-    interleaved = False
-
-    async def resolve(
-        self,
-        key: RecordKey,
-        expected: RecordState,
-        resolution: Resolution,
-        audit: AuditEntry | None = None,
-        fence: int | None = None,
-    ) -> ResolveResult:
-        if not self.interleaved:
-            self.interleaved = True
-            late = RecordKey(key.agent, "late")
-            claim = await self.inner.claim(
-                ClaimRequest(late, "fp", EffectMeta(), 30_000, 600, ignore_pause=True)
-            )
-            failed = Settlement(RecordState.COMPLETED, DENIED, pause_after_failures=LIMIT)
-            assert await self.inner.settle(late, claim.fence, failed)
-        return await super().resolve(key, expected, resolution, audit, fence)
-
-
 async def test_a_failure_joining_the_snapshot_during_resume_is_freed_too(
     store: Store, ns: str
 ) -> None:
     keys = await auto_paused(store, ns)
 
-    resumed = await LedgerService(FailureJoinsDuringResume(store, Metrics())).resume(ns, "a", "")
+    resumed = await LedgerService(Interleaving(store, a_late_attempt_fails)).resume(ns, "a", "")
 
     assert [item["effect_key"] for item in resumed["freed"]][-1] == f"{ns}/late"
     assert await states(store, [*keys, RecordKey(ns, "late")]) == ["not_applied"] * (LIMIT + 1)

@@ -170,14 +170,20 @@ def _refused(why: str) -> RequestRefused:
     )
 
 
-def _appended_text(rule: AppendRule, body: bytes) -> str:
-    if rule.content is None:
+def _text_at(body: bytes, pointer: str | None) -> str | None:
+    """The text at ``pointer`` of a JSON body (the whole body as text without a pointer)."""
+    if pointer is None:
         return body.decode("utf-8", "replace")
     try:
-        text = resolve(orjson.loads(body), rule.content)
+        text = resolve(orjson.loads(body), pointer)
     except orjson.JSONDecodeError:
-        text = None
-    if not isinstance(text, str):
+        return None
+    return text if isinstance(text, str) else None
+
+
+def _appended_text(rule: AppendRule, body: bytes) -> str:
+    text = _text_at(body, rule.content)
+    if text is None:
         raise RequestRefused(
             ProblemCode.INVALID_REQUEST,
             f"this append route takes the text to append at {rule.content} of a JSON body;"
@@ -196,13 +202,8 @@ def _with_text(rule: AppendRule, body: bytes, text: str) -> bytes:
 
 
 def _current_value(rule: AppendRule, body: bytes) -> str:
-    if rule.value is None:
-        return body.decode("utf-8", "replace")
-    try:
-        value = resolve(orjson.loads(body), rule.value)
-    except orjson.JSONDecodeError:
-        value = None
-    if not isinstance(value, str):
+    value = _text_at(body, rule.value)
+    if value is None:
         raise _refused(f"the value read back has no text at {rule.value} (append.value)")
     return value
 
