@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import multiprocessing
 import os
@@ -53,6 +54,9 @@ def run_workers(loaded: LoadedConfig) -> int:
             ],
             directory,
         )
+        # A worker's collections then never write to the start-up objects, so the pages
+        # holding them stay shared between the workers after the fork.
+        gc.freeze()
         try:
             for worker in team.others:
                 worker.start()
