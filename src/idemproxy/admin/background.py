@@ -19,6 +19,8 @@ from idemproxy.store.base import Store
 
 log = logging.getLogger(__name__)
 
+CANCEL_AGAIN_S = 0.5
+
 
 class WebhookTransport:
     """POSTs deliveries to the controller's URL over one pooled session."""
@@ -57,9 +59,22 @@ async def ledger_tasks(config: ProxyConfig, store: Store, metrics: Metrics) -> A
     try:
         yield
     finally:
-        for task in tasks:
-            task.cancel()
         # A batch cut off mid-POST was not acknowledged: it is sent again after a restart.
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_all(tasks)
         if session is not None:
             await session.close()
+
+
+async def cancel_all(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel the tasks and wait until every one has ended, cancelling again if need be.
+
+    On Python 3.11 ``asyncio.wait_for`` (which redis-py awaits on every command) drops a
+    cancellation that arrives as the awaited call completes (CPython gh-86296); a loop that
+    retries on errors then runs on, and shutdown would wait for it forever.
+    """
+    pending = set(tasks)
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=CANCEL_AGAIN_S)
+    await asyncio.gather(*tasks, return_exceptions=True)
