@@ -135,6 +135,8 @@ async def run_chaos(fleet: Fleet, profile: ChaosProfile) -> ChaosResult:
     finally:
         await store.close()
     ledger = fleet.upstream.ledger()
+    for slow in injector.slow_stops:
+        report.fail(slow)
     crashes = sum(p.output().count("Error handling request") for p in fleet.proxies)
     if crashes:
         report.fail(f"the proxies logged {crashes} unhandled errors; see their logs")
@@ -151,6 +153,7 @@ async def run_chaos(fleet: Fleet, profile: ChaosProfile) -> ChaosResult:
         "late_writes_fenced": sum(p.output().count("late write dropped") for p in fleet.proxies),
         "events_delivered": sum(len(set(map(tuple, got))) for got in ledger.controller.values()),
         "events_redelivered": report.redelivered,
+        "slow_stops": len(injector.slow_stops),
         "duplicates_found": len(report.duplicates),
         "violations": len(report.violations),
         "elapsed_s": round(time.monotonic() - started, 1),

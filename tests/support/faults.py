@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -34,6 +35,9 @@ class FaultKind(StrEnum):
     def target(self) -> str:
         return self.value.partition("_")[0]
 
+
+# A proxy told to stop (shutdown_timeout_s is 2 s in the chaos config) must be gone by then.
+STOP_BOUND_S = 15.0
 
 PROXY_FAULTS = (FaultKind.PROXY_KILL, FaultKind.PROXY_TERM, FaultKind.PROXY_PAUSE)
 REDIS_FAULTS = (FaultKind.REDIS_TERM, FaultKind.REDIS_KILL)
@@ -68,6 +72,7 @@ class FaultInjector:
         self.rng = random.Random(seed)
         self.injected: Counter[str] = Counter()
         self.covered = asyncio.Event()  # set once every planned kind has happened
+        self.slow_stops: list[str] = []
 
     def _order(self, kinds: Sequence[FaultKind]) -> Iterator[FaultKind]:
         """Every kind once per round, in a new order each round, so short runs see them all."""
@@ -116,7 +121,11 @@ class FaultInjector:
             proxy.kill()
         else:
             proxy.signal(signal.SIGTERM)
-            await asyncio.to_thread(proxy.wait)
+            try:
+                await asyncio.to_thread(proxy.wait, STOP_BOUND_S)
+            except subprocess.TimeoutExpired:
+                self.slow_stops.append(f"{proxy.name} still running {STOP_BOUND_S} s after SIGTERM")
+                proxy.kill()
         await asyncio.sleep(self.rng.uniform(*self.plan.outage_s))
         await asyncio.to_thread(proxy.start)
 
