@@ -159,8 +159,17 @@ def nothing_listens(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) != 0
 
 
-@pytest.mark.parametrize("host", ["0.0.0.0", "[::]", "10.1.2.3", "admin.example.com"])
-@pytest.mark.parametrize("token", [None, "", "  padded-token-0123456789  "])
+@pytest.mark.parametrize(
+    ("host", "token"),
+    [
+        ("0.0.0.0", None),
+        ("[::]", None),
+        ("10.1.2.3", None),
+        ("admin.example.com", None),
+        ("0.0.0.0", ""),  # set but empty, as from a Secret whose key is missing
+        ("0.0.0.0", "  padded-token-0123456789  "),  # blanks no client can send
+    ],
+)
 def test_a_non_loopback_admin_listener_without_a_usable_token_refuses_to_start(
     tmp_path: Path, host: str, token: str | None
 ) -> None:

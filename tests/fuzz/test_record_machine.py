@@ -259,10 +259,10 @@ class RedisRecordMachine(RecordMachine):
 
 
 TestMemoryRecords = MemoryRecordMachine.TestCase
-TestMemoryRecords.settings = machine_settings(100)
+TestMemoryRecords.settings = machine_settings(80)
 TestSQLiteRecords = SQLiteRecordMachine.TestCase
-TestSQLiteRecords.settings = machine_settings(30)
+TestSQLiteRecords.settings = machine_settings(20)
 TestFakeRedisRecords = FakeRedisRecordMachine.TestCase
 TestFakeRedisRecords.settings = machine_settings(15)
 TestRedisRecords = pytest.mark.redis(RedisRecordMachine.TestCase)
-TestRedisRecords.settings = machine_settings(40)
+TestRedisRecords.settings = machine_settings(30)
