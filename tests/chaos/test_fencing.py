@@ -75,15 +75,22 @@ async def take_over(store: Store, proxy_b: FleetProxy) -> None:
     assert (await store.resolve(KEY, RecordState.UNKNOWN, verdict)).resolved
 
 
+def two_proxies(
+    tmp_path: Path, upstream: ChaosUpstream, store_url: str
+) -> tuple[FleetProxy, FleetProxy]:
+    """Proxies A and B on one store, with a lease of LEASE_MS on every effect."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(f"name: f\ndefault: {{name: write, lease_ms: {LEASE_MS}}}\n")
+    args = ("--upstream", f"up={upstream.url}", "--policy", f"up={policy}", "--store", store_url)
+    return FleetProxy(tmp_path, 0, *args), FleetProxy(tmp_path, 1, *args)
+
+
 @pytest.mark.parametrize("store_url", ["sqlite", "redis"], indirect=True)
 async def test_a_stalled_attempt_cannot_overwrite_the_attempt_that_took_over(
     tmp_path: Path, store_url: str
 ) -> None:
     upstream = ChaosUpstream(tmp_path)
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(f"name: f\ndefault: {{name: write, lease_ms: {LEASE_MS}}}\n")
-    args = ("--upstream", f"up={upstream.url}", "--policy", f"up={policy}", "--store", store_url)
-    proxy_a, proxy_b = FleetProxy(tmp_path, 0, *args), FleetProxy(tmp_path, 1, *args)
+    proxy_a, proxy_b = two_proxies(tmp_path, upstream, store_url)
     store = open_store(store_url)
     with running(upstream, proxy_a, proxy_b):
         try:

@@ -134,13 +134,30 @@ async def run_chaos(fleet: Fleet, profile: ChaosProfile) -> ChaosResult:
         report = await audit(store, journal, final, fleet.upstream.ledger())
     finally:
         await store.close()
-    ledger = fleet.upstream.ledger()
+    _check_processes(report, fleet, injector)
+    figures = _figures(fleet, profile, journal, injector, report)
+    figures["elapsed_s"] = round(time.monotonic() - started, 1)
+    return ChaosResult(report, figures)
+
+
+def _check_processes(report: AuditReport, fleet: Fleet, injector: FaultInjector) -> None:
+    """Nothing crashed: every proxy stopped in time when told to, none logged a crash."""
     for slow in injector.slow_stops:
         report.fail(slow)
     crashes = sum(p.output().count("Error handling request") for p in fleet.proxies)
     if crashes:
         report.fail(f"the proxies logged {crashes} unhandled errors; see their logs")
-    figures: dict[str, object] = {
+
+
+def _figures(
+    fleet: Fleet,
+    profile: ChaosProfile,
+    journal: Journal,
+    injector: FaultInjector,
+    report: AuditReport,
+) -> dict[str, object]:
+    ledger = fleet.upstream.ledger()
+    return {
         "profile": profile.name,
         "store": fleet.store_url.partition("://")[0],
         "proxies": len(fleet.proxies),
@@ -156,9 +173,7 @@ async def run_chaos(fleet: Fleet, profile: ChaosProfile) -> ChaosResult:
         "slow_stops": len(injector.slow_stops),
         "duplicates_found": len(report.duplicates),
         "violations": len(report.violations),
-        "elapsed_s": round(time.monotonic() - started, 1),
     }
-    return ChaosResult(report, figures)
 
 
 async def _traffic(
