@@ -114,6 +114,12 @@ class FleetProxy(ServedProxy):
         self.signal(signal.SIGCONT)
         self.paused = False
 
+    def stop(self) -> None:
+        """A paused process would not act on SIGTERM: wake it first."""
+        if self.paused and self.running:
+            self.resume()
+        super().stop()
+
 
 def write_proxy_config(
     path: Path, upstream_url: str, *, lease_ms: int, coalesce_wait_ms: int, read_timeout_s: float
