@@ -69,6 +69,8 @@ def redis_contents(port: int) -> bytes:
                 value = client.zrange(key, 0, -1)
             elif kind == b"set":
                 value = client.smembers(key)
+            elif kind == b"list":
+                value = client.lrange(key, 0, -1)
             else:
                 value = client.get(key)
             dumped.append(key + repr(value).encode())

@@ -136,7 +136,12 @@ def write_proxy_config(
         f"url: '{upstream_url}/_controller', secret: '{CONTROLLER_SECRET}', attempts: 1000,"
         " backoff_s: 0.1, max_backoff_s: 0.5, timeout_s: 1, poll_interval_s: 0.2"
     )
+    # The run fails upstream calls far more often than a healthy agent ever sees, so an agent
+    # would now and then fail five in a row and be paused; the audit needs every agent acting
+    # to the end (the pause has tests of its own: tests/proxy/test_pause.py, tests/e2e).
+    recovery = "recovery: {pause_after_failures: 0}\n"
     path.write_text(
         f"upstreams:\n  up: {{{upstream}}}\ncontroller: {{{controller}}}\nshutdown_timeout_s: 2\n"
+        + recovery
     )
     return path
