@@ -18,11 +18,13 @@ from urllib.parse import unquote, urlsplit
 
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.asyncio.connection import AbstractConnection
+from redis.asyncio.connection import AbstractConnection, Connection
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ConstantBackoff
 from redis.exceptions import ConnectionError
+
+from idemproxy.store import redis_packing
 
 CONNECT_TIMEOUT_S = 1.0
 OPERATION_TIMEOUT_S = 2.0
@@ -58,7 +60,8 @@ class BoundedPool(ConnectionPool):
     """
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        connection_class = kwargs.pop("connection_class", Connection)
+        super().__init__(connection_class=redis_packing.packed(connection_class), **kwargs)
         self._slots = asyncio.Semaphore(self.max_connections)
         # Connections handed out, each holding a slot. The base class also calls release()
         # itself, for a connection it could not connect: that one never got to hold a slot.
