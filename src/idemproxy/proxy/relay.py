@@ -41,54 +41,48 @@ async def relay(
         and upstream.status not in _BODILESS_STATUSES
     ):
         body = bytearray()
+        complete = True
         try:
             async for chunk in upstream.content.iter_any():
                 body += chunk
         except (aiohttp.ClientError, TimeoutError):
-            return await _cut_short(request, upstream, headers, bytes(body), capture_limit)
-        return await _send_whole(request, upstream, headers, bytes(body), capture_limit)
+            complete = False
+        return await _send_read(
+            request, upstream, headers, bytes(body), capture_limit, complete=complete
+        )
     return await _stream(request, upstream, headers, capture_limit)
 
 
-async def _send_whole(
+async def _send_read(
     request: web.Request,
     upstream: ClientResponse,
     headers: CIMultiDict[str],
     body: bytes,
     capture_limit: int | None,
+    *,
+    complete: bool,
 ) -> tuple[web.StreamResponse, Relayed]:
-    response = web.Response(
-        status=upstream.status, reason=upstream.reason, headers=headers, body=body
-    )
+    """Send a body read whole with its head in one write; a body cut short is passed on and
+    then the connection dropped, so that it cannot look complete to the agent."""
+    response: web.StreamResponse
+    if complete:
+        response = web.Response(
+            status=upstream.status, reason=upstream.reason, headers=headers, body=body
+        )
+    else:
+        response = web.StreamResponse(
+            status=upstream.status, reason=upstream.reason, headers=headers
+        )
     client_gone = False
     try:
         await response.prepare(request)
-        await response.write_eof()
+        await (response.write_eof() if complete else response.write(body))
     except ConnectionResetError:
         client_gone = True
-    captured, truncated = _capture(body, capture_limit)
-    return response, Relayed(captured, truncated, True, client_gone)
-
-
-async def _cut_short(
-    request: web.Request,
-    upstream: ClientResponse,
-    headers: CIMultiDict[str],
-    body: bytes,
-    capture_limit: int | None,
-) -> tuple[web.StreamResponse, Relayed]:
-    """Pass on what came, then drop the connection: a cut body must not look complete."""
-    response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
-    client_gone = False
-    try:
-        await response.prepare(request)
-        await response.write(body)
-    except ConnectionResetError:
-        client_gone = True
-    if request.transport is not None:
+    if not complete and request.transport is not None:
         request.transport.close()
     captured, truncated = _capture(body, capture_limit)
-    return response, Relayed(captured, truncated, False, client_gone)
+    return response, Relayed(captured, truncated, complete, client_gone)
 
 
 def _capture(body: bytes, capture_limit: int | None) -> tuple[bytes, bool]:
