@@ -42,6 +42,23 @@ def lease_lapsed(record: EffectRecord, now_ms: int) -> EffectRecord:
     )
 
 
+def claimed_record(
+    request: ClaimRequest, previous: EffectRecord | None, now_ms: int
+) -> EffectRecord:
+    """A new attempt's record; a freed key taken again keeps its history (fence, attempts)."""
+    return EffectRecord(
+        key=request.key,
+        state=RecordState.IN_FLIGHT,
+        fence=previous.fence + 1 if previous else 1,
+        fingerprint=request.fingerprint,
+        meta=request.meta,
+        lease_expires_ms=now_ms + request.lease_ms,
+        created_ms=previous.created_ms if previous else now_ms,
+        updated_ms=now_ms,
+        attempts=(previous.attempts if previous else 0) + 1,
+    )
+
+
 def resolved_record(record: EffectRecord, resolution: Resolution, now_ms: int) -> EffectRecord:
     """``record`` after ``resolution``: shared by the backends that resolve in Python."""
     return dataclasses.replace(
@@ -123,20 +140,9 @@ class MemoryStore:
         pause = self._controls.get(request.key.agent, AgentControl()).pause
         if pause is not None and not request.ignore_pause:
             return ClaimResult(False, fence=record.fence if record else 0, paused=pause)
-        fence = record.fence + 1 if record else 1
-        claimed = EffectRecord(
-            key=request.key,
-            state=RecordState.IN_FLIGHT,
-            fence=fence,
-            fingerprint=request.fingerprint,
-            meta=request.meta,
-            lease_expires_ms=now_ms + request.lease_ms,
-            created_ms=record.created_ms if record else now_ms,
-            updated_ms=now_ms,
-            attempts=(record.attempts if record else 0) + 1,
-        )
+        claimed = claimed_record(request, record, now_ms)
         self._records[request.key] = (claimed, now_ms + request.ttl_s * 1000)
-        return ClaimResult(claimed=True, fence=fence)
+        return ClaimResult(claimed=True, fence=claimed.fence)
 
     def _lapse(self, record: EffectRecord, now_ms: int) -> EffectRecord:
         record = lease_lapsed(record, now_ms)

@@ -29,7 +29,7 @@ from idemproxy.store.journal import (
     DeliveryCursor,
     FreedRecord,
 )
-from idemproxy.store.memory import lease_lapsed, resolved_record, wall_clock_ms
+from idemproxy.store.memory import claimed_record, lease_lapsed, resolved_record, wall_clock_ms
 from idemproxy.store.records import (
     ClaimRequest,
     ClaimResult,
@@ -342,18 +342,7 @@ def _claim(db: sqlite3.Connection, request: ClaimRequest, now_ms: int) -> ClaimR
     pause = None if request.ignore_pause else control.load(db, request.key.agent).pause
     if pause is not None:
         return ClaimResult(False, fence=record.fence if record else 0, paused=pause)
-    fence = record.fence + 1 if record else 1
-    claimed = EffectRecord(
-        key=request.key,
-        state=RecordState.IN_FLIGHT,
-        fence=fence,
-        fingerprint=request.fingerprint,
-        meta=request.meta,
-        lease_expires_ms=now_ms + request.lease_ms,
-        created_ms=record.created_ms if record else now_ms,
-        updated_ms=now_ms,
-        attempts=(record.attempts if record else 0) + 1,
-    )
+    claimed = claimed_record(request, record, now_ms)
     schema.save(db, claimed, now_ms + request.ttl_s * 1000)
     journal.register(db, request.key.agent)
-    return ClaimResult(claimed=True, fence=fence)
+    return ClaimResult(claimed=True, fence=claimed.fence)
