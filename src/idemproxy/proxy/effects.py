@@ -14,15 +14,11 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from urllib.parse import quote
 
-import orjson
 from aiohttp import ClientSession, web
-from multidict import CIMultiDict
 
 from idemproxy.effectkeys import EffectKey
 from idemproxy.errors import ProblemCode, RequestRefused
-from idemproxy.jsonpointer import string_at
 from idemproxy.metrics import DuplicateKind, Metrics
 from idemproxy.policies.model import EffectClass, Route
 from idemproxy.proxy.append import AppendGuard
@@ -36,9 +32,15 @@ from idemproxy.proxy.headers import (
 from idemproxy.proxy.native import NativeDedupe, Reconciled
 from idemproxy.proxy.outcome import Outcome, outcome_headers
 from idemproxy.proxy.paused import agent_paused
-from idemproxy.proxy.problems import should_retry_headers
-from idemproxy.proxy.relay import Relayed, relay
+from idemproxy.proxy.relay import relay
 from idemproxy.proxy.upstreams import Target
+from idemproxy.proxy.verdicts import (
+    classify_status,
+    outcome_unknown,
+    replay_response,
+    settlement_for,
+    store_unavailable,
+)
 from idemproxy.store.base import Store, StoreError
 from idemproxy.store.records import (
     ClaimRequest,
@@ -47,7 +49,6 @@ from idemproxy.store.records import (
     RecordKey,
     RecordState,
     Settlement,
-    StoredResponse,
 )
 
 log = logging.getLogger(__name__)
@@ -332,81 +333,3 @@ class EffectFlow:
             timer.cancel()
             for renewer in renewers:
                 renewer.cancel()
-
-
-def store_unavailable() -> RequestRefused:
-    return RequestRefused(
-        ProblemCode.STORE_UNAVAILABLE,
-        "the effect store is unreachable, so nothing was forwarded; retry shortly",
-        retry_after_s=1,
-    )
-
-
-def classify_status(status: int, route: Route) -> RecordState:
-    """What an upstream status says about the effect."""
-    if status in route.not_applied_statuses:
-        return RecordState.NOT_APPLIED
-    if status >= 500:
-        # A 5xx may come after the effect was applied; a generation may simply be retried.
-        if route.effect is EffectClass.GENERATION:
-            return RecordState.NOT_APPLIED
-        return RecordState.UNKNOWN
-    return RecordState.COMPLETED
-
-
-def settlement_for(
-    verdict: RecordState,
-    status: int,
-    headers: tuple[tuple[str, str], ...],
-    relayed: Relayed,
-    route: Route,
-) -> Settlement:
-    if verdict is not RecordState.COMPLETED:
-        return Settlement(verdict, reason=f"upstream answered {status}", ttl_s=route.ttl_s)
-    if not relayed.complete and route.effect is EffectClass.GENERATION:
-        return Settlement(
-            RecordState.NOT_APPLIED, reason="response stream broke off", ttl_s=route.ttl_s
-        )
-    truncated = relayed.truncated or not relayed.complete
-    external_id = string_at(relayed.body, route.external_id) if route.external_id else ""
-    return Settlement(
-        RecordState.COMPLETED,
-        response=StoredResponse(status, headers, relayed.body, body_truncated=truncated),
-        external_id=external_id,
-        reason="" if relayed.complete else "upstream body broke off after the status arrived",
-        ttl_s=route.ttl_s,
-    )
-
-
-def replay_response(record: EffectRecord, outcome: Outcome) -> web.Response:
-    stored = record.response or applied_without_response(record)
-    headers: CIMultiDict[str] = CIMultiDict(stored.headers)
-    headers["Idempotent-Replayed"] = "true"
-    headers.extend(outcome_headers(outcome, str(record.key)))
-    headers.extend(should_retry_headers(False))
-    if stored.body_truncated:
-        headers["Idem-Body-Truncated"] = "true"
-    return web.Response(status=stored.status, body=stored.body, headers=headers)
-
-
-def applied_without_response(record: EffectRecord) -> StoredResponse:
-    """What a repeat gets when an effect was resolved as applied with no response to replay."""
-    body = orjson.dumps(
-        {
-            "idempotent_replayed": True,
-            "applied": True,
-            "external_id": record.external_id or None,
-            "note": record.reason or "resolved as applied; no upstream response was recorded",
-        }
-    )
-    return StoredResponse(200, (("Content-Type", "application/json"),), body)
-
-
-def outcome_unknown(record: EffectRecord) -> RequestRefused:
-    return RequestRefused(
-        ProblemCode.OUTCOME_UNKNOWN,
-        "an earlier attempt may have taken effect but no answer was recorded"
-        f" ({record.reason or 'no reason recorded'}); it waits in the review queue and is not"
-        " re-sent. An operator resolves it with `idemproxy review resolve`.",
-        extra={"review": "/v1/review/" + quote(str(record.key), safe=""), "state": "unknown"},
-    )
