@@ -28,8 +28,12 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
         yield server
 
 
-def two_workers(tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer) -> ServedProxy:
-    return ServedProxy(
+@pytest.fixture
+def proxy(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> Iterator[ServedProxy]:
+    """`idemproxy serve --workers 2` on a private Redis, both workers listening."""
+    served = ServedProxy(
         tmp_path,
         "--upstream",
         f"up={upstream.url}/api",
@@ -38,6 +42,9 @@ def two_workers(tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServe
         "--workers",
         "2",
     )
+    with running(served):
+        worker_pids(served)
+        yield served
 
 
 def worker_pids(proxy: ServedProxy) -> list[int]:
@@ -78,36 +85,30 @@ def alive(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[0] != "Z"
 
 
-async def test_both_workers_serve_and_every_scrape_counts_all_of_them(
-    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
-) -> None:
-    proxy = two_workers(tmp_path, upstream, redis_server)
-    with running(proxy):
-        pids = worker_pids(proxy)
-        assert len(set(pids)) == 2
-        assert all(alive(pid) for pid in pids)
-        async with fresh_connections() as session:
-            for _ in range(40):
-                async with session.get(proxy.url + "/up/headers") as response:
-                    assert response.status == 200
-        # Each scrape is a new connection to whichever worker the kernel picks.
-        assert [requests_total(proxy.admin_url) for _ in range(6)] == [40.0] * 6
+async def test_both_workers_serve_and_every_scrape_counts_all_of_them(proxy: ServedProxy) -> None:
+    pids = worker_pids(proxy)
+    assert len(set(pids)) == 2
+    assert all(alive(pid) for pid in pids)
+    async with fresh_connections() as session:
+        for _ in range(40):
+            async with session.get(proxy.url + "/up/headers") as response:
+                assert response.status == 200
+    # Each scrape is a new connection to whichever worker the kernel picks.
+    assert [requests_total(proxy.admin_url) for _ in range(6)] == [40.0] * 6
 
 
 async def test_duplicates_spread_over_workers_make_one_effect(
-    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+    proxy: ServedProxy, upstream: FakeUpstream
 ) -> None:
-    proxy = two_workers(tmp_path, upstream, redis_server)
-    with running(proxy):
-        async with fresh_connections() as session:
+    async with fresh_connections() as session:
 
-            async def call() -> tuple[int, str, bytes]:
-                async with session.post(
-                    proxy.url + "/up/slow?ms=800", data=b"{}", headers=TOOL_CALL
-                ) as response:
-                    return response.status, response.headers["Idem-Outcome"], await response.read()
+        async def call() -> tuple[int, str, bytes]:
+            async with session.post(
+                proxy.url + "/up/slow?ms=800", data=b"{}", headers=TOOL_CALL
+            ) as response:
+                return response.status, response.headers["Idem-Outcome"], await response.read()
 
-            answers = await asyncio.gather(*(call() for _ in range(12)))
+        answers = await asyncio.gather(*(call() for _ in range(12)))
     assert len(upstream.effects("/slow")) == 1
     assert {status for status, _, _ in answers} == {200}
     assert len({body for _, _, body in answers}) == 1
@@ -116,62 +117,50 @@ async def test_duplicates_spread_over_workers_make_one_effect(
     assert set(outcomes) - {"forwarded"} <= {"coalesced", "replayed"}
 
 
-async def test_sigterm_drains_every_worker_then_exits_0(
-    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
-) -> None:
-    proxy = two_workers(tmp_path, upstream, redis_server)
-    with running(proxy):
-        pids = worker_pids(proxy)
-        async with fresh_connections() as session:
+async def test_sigterm_drains_every_worker_then_exits_0(proxy: ServedProxy) -> None:
+    pids = worker_pids(proxy)
+    async with fresh_connections() as session:
 
-            async def call(index: int) -> int:
-                headers = {**TOOL_CALL, "Idem-Tool-Call": f"drain-{index}"}
-                url = proxy.url + "/up/slow?ms=1000"
-                async with session.post(url, data=b"{}", headers=headers) as response:
-                    return response.status
+        async def call(index: int) -> int:
+            headers = {**TOOL_CALL, "Idem-Tool-Call": f"drain-{index}"}
+            url = proxy.url + "/up/slow?ms=1000"
+            async with session.post(url, data=b"{}", headers=headers) as response:
+                return response.status
 
-            pending = asyncio.gather(*(call(index) for index in range(6)))
-            await asyncio.sleep(0.4)
-            proxy.signal(signal.SIGTERM)
-            statuses = await pending
-        assert await asyncio.to_thread(proxy.wait) == 0
+        pending = asyncio.gather(*(call(index) for index in range(6)))
+        await asyncio.sleep(0.4)
+        proxy.signal(signal.SIGTERM)
+        statuses = await pending
+    assert await asyncio.to_thread(proxy.wait) == 0
     assert statuses == [200] * 6
     assert not any(alive(pid) for pid in pids)
 
 
-async def test_a_worker_that_dies_stops_the_others_and_exits_1(
-    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
-) -> None:
-    proxy = two_workers(tmp_path, upstream, redis_server)
-    with running(proxy):
-        first, second = worker_pids(proxy)
-        assert proxy.proc is not None
-        assert first == proxy.proc.pid  # the serve process is the first worker
-        os.kill(second, signal.SIGKILL)
-        assert await asyncio.to_thread(proxy.wait) == 1
-        assert not alive(second)
+async def test_a_worker_that_dies_stops_the_others_and_exits_1(proxy: ServedProxy) -> None:
+    first, second = worker_pids(proxy)
+    assert proxy.proc is not None
+    assert first == proxy.proc.pid  # the serve process is the first worker
+    os.kill(second, signal.SIGKILL)
+    assert await asyncio.to_thread(proxy.wait) == 1
+    assert not alive(second)
     assert "exited with code -9; stopping the others" in proxy.output()
 
 
-def test_a_worker_left_alone_drains_and_exits(
-    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
-) -> None:
-    proxy = two_workers(tmp_path, upstream, redis_server)
-    with running(proxy):
-        _, second = worker_pids(proxy)
-        proxy.kill()
-        deadline = time.monotonic() + 10
-        while alive(second) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not alive(second)
-        assert "the first worker is gone; this one drains and exits" in proxy.output()
+def test_a_worker_left_alone_drains_and_exits(proxy: ServedProxy) -> None:
+    _, second = worker_pids(proxy)
+    proxy.kill()
+    deadline = time.monotonic() + 10
+    while alive(second) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(second)
+    assert "the first worker is gone; this one drains and exits" in proxy.output()
 
 
 def test_several_workers_refuse_the_memory_store(tmp_path: Path) -> None:
-    proxy = ServedProxy(
+    served = ServedProxy(
         tmp_path, "--upstream", "up=http://127.0.0.1:1", "--store", "memory://", "--workers", "2"
     )
-    result = subprocess.run(proxy.args, capture_output=True, text=True, timeout=30, env=proxy.env)
+    result = subprocess.run(served.args, capture_output=True, text=True, timeout=30, env=served.env)
     assert result.returncode == 2
     assert "memory://" in result.stderr
     assert "workers" in result.stderr
