@@ -24,7 +24,7 @@ from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ConstantBackoff
 from redis.exceptions import ConnectionError
 
-from idemproxy.store import redis_packing
+from idemproxy.store import redis_connection
 
 CONNECT_TIMEOUT_S = 1.0
 OPERATION_TIMEOUT_S = 2.0
@@ -61,7 +61,7 @@ class BoundedPool(ConnectionPool):
 
     def __init__(self, **kwargs: Any) -> None:
         connection_class = kwargs.pop("connection_class", Connection)
-        super().__init__(connection_class=redis_packing.packed(connection_class), **kwargs)
+        super().__init__(connection_class=redis_connection.cheaper(connection_class), **kwargs)
         self._slots = asyncio.Semaphore(self.max_connections)
         # Connections handed out, each holding a slot. The base class also calls release()
         # itself, for a connection it could not connect: that one never got to hold a slot.
