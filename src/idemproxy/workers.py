@@ -29,6 +29,7 @@ import signal
 import tempfile
 from collections.abc import Iterator
 from multiprocessing.context import ForkProcess
+from pathlib import Path
 
 from prometheus_client import values
 from prometheus_client.multiprocess import mark_process_dead
@@ -39,6 +40,8 @@ from idemproxy.logs import configure_logging
 from idemproxy.metrics import MULTIPROCESS_DIR_ENV
 
 log = logging.getLogger(__name__)
+
+METRICS_DIRECTORY_PREFIX = "idemproxy-metrics-"
 
 
 def run_workers(loaded: LoadedConfig) -> int:
@@ -127,7 +130,8 @@ class _Team:
 
 @contextlib.contextmanager
 def _metrics_directory() -> Iterator[str]:
-    directory = tempfile.mkdtemp(prefix="idemproxy-metrics-")
+    _remove_stale_metrics_directories()
+    directory = tempfile.mkdtemp(prefix=f"{METRICS_DIRECTORY_PREFIX}{os.getpid()}-")
     previous = os.environ.get(MULTIPROCESS_DIR_ENV)
     os.environ[MULTIPROCESS_DIR_ENV] = directory
     # prometheus_client picks where values live when first imported; this process may have
@@ -142,6 +146,28 @@ def _metrics_directory() -> Iterator[str]:
             os.environ[MULTIPROCESS_DIR_ENV] = previous
         values.ValueClass = values.get_value_class()  # type: ignore[no-untyped-call]
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _remove_stale_metrics_directories() -> None:
+    """Remove what a killed ``serve`` left behind, so restarts do not fill a small /tmp.
+
+    A directory is stale when the process named in it is gone, or is this very process: in a
+    container every ``serve`` is pid 1, and a directory with our pid is a past run's.
+    """
+    for path in Path(tempfile.gettempdir()).glob(f"{METRICS_DIRECTORY_PREFIX}*-*"):
+        pid = path.name.removeprefix(METRICS_DIRECTORY_PREFIX).partition("-")[0]
+        if pid.isdigit() and (int(pid) == os.getpid() or not _running(int(pid))):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _worker(loaded: LoadedConfig) -> None:

@@ -164,3 +164,33 @@ def test_several_workers_refuse_the_memory_store(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "memory://" in result.stderr
     assert "workers" in result.stderr
+
+
+def test_metrics_files_a_killed_serve_left_are_removed_at_the_next_start(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = temp / f"idemproxy-metrics-{gone.pid}-abc123"
+    stale.mkdir()
+    (stale / "counter_1.db").write_bytes(b"\0" * 1024)
+    served = ServedProxy(
+        tmp_path,
+        "--upstream",
+        f"up={upstream.url}/api",
+        "--store",
+        redis_server.url,
+        "--workers",
+        "2",
+        env={"TMPDIR": str(temp)},
+    )
+    with running(served):
+        worker_pids(served)
+        assert served.proc is not None
+        assert not stale.exists()
+        assert [path.name.split("-")[2] for path in temp.iterdir()] == [str(served.proc.pid)]
+        served.signal(signal.SIGTERM)
+        assert served.wait() == 0
+    assert list(temp.iterdir()) == []
