@@ -28,12 +28,10 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
         yield server
 
 
-@pytest.fixture
-def proxy(
-    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
-) -> Iterator[ServedProxy]:
-    """`idemproxy serve --workers 2` on a private Redis, both workers listening."""
-    served = ServedProxy(
+def two_workers(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer, **env: str
+) -> ServedProxy:
+    return ServedProxy(
         tmp_path,
         "--upstream",
         f"up={upstream.url}/api",
@@ -41,7 +39,16 @@ def proxy(
         redis_server.url,
         "--workers",
         "2",
+        env=env,
     )
+
+
+@pytest.fixture
+def proxy(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> Iterator[ServedProxy]:
+    """`idemproxy serve --workers 2` on a private Redis, both workers listening."""
+    served = two_workers(tmp_path, upstream, redis_server)
     with running(served):
         worker_pids(served)
         yield served
@@ -176,16 +183,7 @@ def test_metrics_files_a_killed_serve_left_are_removed_at_the_next_start(
     stale = temp / f"idemproxy-metrics-{gone.pid}-abc123"
     stale.mkdir()
     (stale / "counter_1.db").write_bytes(b"\0" * 1024)
-    served = ServedProxy(
-        tmp_path,
-        "--upstream",
-        f"up={upstream.url}/api",
-        "--store",
-        redis_server.url,
-        "--workers",
-        "2",
-        env={"TMPDIR": str(temp)},
-    )
+    served = two_workers(tmp_path, upstream, redis_server, TMPDIR=str(temp))
     with running(served):
         worker_pids(served)
         assert served.proc is not None
