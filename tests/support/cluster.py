@@ -21,6 +21,8 @@ from tests.support.fleet import DurableRedis
 BUS_PORT_OFFSET = 10_000
 PORT_RANGE = range(20_000, 30_000)  # bus ports 30000-39999: below the usual ephemeral range
 CLUSTER_UP_S = 30.0
+MANUAL_FAILOVER_S = 7.0  # Redis abandons a manual failover after 5 s
+FAILOVER_ATTEMPTS = 3
 
 
 def _free(port: int) -> bool:
@@ -166,15 +168,21 @@ class LocalCluster:
         self.wait_ok()
 
     def fail_over(self, replica: ClusterNode) -> None:
-        """``CLUSTER FAILOVER`` on a replica: a coordinated hand-over that loses no write."""
-        client = redis.Redis(port=replica.port, socket_timeout=5)
-        try:
-            client.cluster("failover")
-        finally:
-            client.close()
-        deadline = time.monotonic() + CLUSTER_UP_S
-        while replica.role() != "master":
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"replica {replica.port} did not take over")
-            time.sleep(0.05)
-        self.wait_ok()
+        """``CLUSTER FAILOVER`` on a replica: a coordinated hand-over that loses no write.
+
+        Redis gives up a manual failover after 5 s (a busy master, a replica still rewriting
+        its append-only file after a resync), leaving the roles as they were: ask again.
+        """
+        for _ in range(FAILOVER_ATTEMPTS):
+            client = redis.Redis(port=replica.port, socket_timeout=5)
+            try:
+                client.cluster("failover")
+            finally:
+                client.close()
+            deadline = time.monotonic() + MANUAL_FAILOVER_S
+            while replica.role() != "master" and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if replica.role() == "master":
+                self.wait_ok()
+                return
+        raise TimeoutError(f"replica {replica.port} did not take over in {FAILOVER_ATTEMPTS} tries")
