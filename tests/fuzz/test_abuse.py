@@ -55,7 +55,7 @@ def test_absolute_form_traversal_and_authority_targets_reach_no_other_host(
             assert answer is not None, target
             assert answer.status in (400, 404), (method, target, answer)
     connect = f"CONNECT 127.0.0.1:{served.trap.port} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
-    answer = served.send(connect)
+    answer = served.send(connect, timeout_s=2)
     assert answer is None or 400 <= answer.status < 500
     assert len(upstream_paths(served)) == before  # refused, so nothing was forwarded at all
     served.assert_still_serving()

@@ -17,9 +17,12 @@ class RawAnswer:
 
 
 def read_answer(sock: socket.socket) -> RawAnswer | None:
-    """The response on ``sock`` (read to EOF); None if the server closed without one."""
+    """The response on ``sock``; None if the server closed without one.
+
+    Reads to the end of a body whose length the head gives, else to EOF.
+    """
     data = b""
-    while len(data) < MAX_ANSWER_BYTES:
+    while len(data) < MAX_ANSWER_BYTES and not _complete(data):
         try:
             chunk = sock.recv(65536)
         except (ConnectionResetError, TimeoutError):
@@ -33,11 +36,23 @@ def read_answer(sock: socket.socket) -> RawAnswer | None:
     status_line, *lines = head.decode("latin-1").split("\r\n")
     version, status, *_ = status_line.split(" ")
     assert version.startswith("HTTP/1."), f"not an HTTP answer: {status_line!r}"
+    return RawAnswer(int(status), _headers(lines), body)
+
+
+def _headers(lines: list[str]) -> dict[str, str]:
     headers = {}
     for line in lines:
         name, _, value = line.partition(":")
         headers[name.strip().lower()] = value.strip()
-    return RawAnswer(int(status), headers, body)
+    return headers
+
+
+def _complete(data: bytes) -> bool:
+    head, sep, body = data.partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    length = _headers(head.decode("latin-1").split("\r\n")[1:]).get("content-length")
+    return length is not None and length.isdigit() and len(body) >= int(length)
 
 
 def exchange(port: int, request: bytes, timeout_s: float = 10.0) -> RawAnswer | None:
