@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import sqlite3
 import subprocess
 import time
@@ -266,4 +267,17 @@ def test_bad_config_exits_2_naming_the_field(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "upstreams.up.timeout" in result.stderr
     assert str(config) in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_port_in_use_exits_2_with_a_clear_message(tmp_path: Path) -> None:
+    proxy = ServedProxy(tmp_path, "--store", "memory://")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", proxy.port))
+        taken.listen()
+        result = subprocess.run(
+            proxy.args, capture_output=True, text=True, timeout=30, env=proxy.env
+        )
+    assert result.returncode == 2
+    assert "cannot listen" in result.stderr
     assert "Traceback" not in result.stderr

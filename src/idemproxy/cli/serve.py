@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,16 @@ def _serve(args: argparse.Namespace) -> int:
         return run_workers(loaded)
     from idemproxy.server import serve
 
-    eventloop.run(serve(loaded))
+    try:
+        eventloop.run(serve(loaded))
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise ConfigError(
+            f"cannot listen: {exc.strerror} ({loaded.config.listen} or"
+            f" {loaded.config.admin_listen}); stop the process holding the port or choose"
+            " another with --listen / --admin-listen"
+        ) from exc
     return 0
 
 
