@@ -36,11 +36,14 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
 async def test_proxies_on_a_failing_cluster_never_act_twice(
     tmp_path: Path, cluster: LocalCluster
 ) -> None:
-    masters_before = {node.port for node in cluster.by_role("master")}
     with fleet(tmp_path, PROFILE.proxies, cluster=cluster) as running:
         result = await run_chaos(running, PROFILE)
     check(result)
     assert_a_real_run(PROFILE, result)
-    # The slots really moved: some node that was a replica serves as a master now.
-    assert {node.port for node in cluster.by_role("master")} != masters_before
+    # The slots really moved: each failover and master loss counted here waited until a
+    # replica served as master. (The set of masters at the end proves nothing: an even number
+    # of moves on one shard hands its slots back to the node that had them.)
+    injected = result.figures["faults_injected"]
+    assert isinstance(injected, dict)
+    assert injected.get("cluster_failover", 0) + injected.get("cluster_master_lost", 0) > 0
     assert len(cluster.by_role("master")) == 3
