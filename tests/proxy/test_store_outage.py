@@ -20,10 +20,11 @@ async def test_a_duplicate_waiting_on_another_proxy_gets_503_when_the_store_dies
     make_proxy: ProxyFactory, effects: EffectLog, tmp_path: Path
 ) -> None:
     redis_server = RedisServer(tmp_path)
+    stores = [RedisStore.from_url(redis_server.url) for _ in range(2)]
     with running(redis_server):
         # Two proxies share the store: the duplicate on the second one waits by polling it.
-        holder, _ = await make_proxy(store=RedisStore.from_url(redis_server.url))
-        waiter, _ = await make_proxy(store=RedisStore.from_url(redis_server.url))
+        holder, _ = await make_proxy(store=stores[0])
+        waiter, _ = await make_proxy(store=stores[1])
         original = asyncio.create_task(
             holder.post("/up/slow?ms=1500", data=b"{}", headers=TOOL_CALL)
         )
@@ -37,4 +38,6 @@ async def test_a_duplicate_waiting_on_another_proxy_gets_503_when_the_store_dies
         assert answer.status == 503
         assert answer.headers["Idem-Outcome"] == "store-unavailable"
         assert (await original).status == 200
+    for store in stores:
+        await store.close()
     assert effects.count("/slow") == 1
