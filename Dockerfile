@@ -21,7 +21,7 @@ WORKDIR /src
 # without failing the build when it is not.
 COPY pyproject.toml README.m[d] ./
 COPY src/ src/
-# Wheels for idemproxy (with its `fast` extra: uvloop, hiredis) and every dependency, so the
+# Wheels for idemproxy (with its `fast` extra: uvloop) and every dependency, so the
 # runtime stage installs offline and carries no build tooling.
 RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[fast]"
 

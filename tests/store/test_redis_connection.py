@@ -16,12 +16,9 @@ from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
 from redis.exceptions import DataError, TimeoutError
 
-from idemproxy.store import redis_connection
 from idemproxy.store.redis_client import clients_from_url
 from idemproxy.store.redis_connection import CheaperConnection, CheaperSSLConnection, cheaper
 from tests.store.conftest import RedisServer
-
-pytest.importorskip("hiredis")
 
 ARGUMENTS = st.one_of(
     st.text(),
@@ -55,17 +52,12 @@ def test_an_argument_redis_refuses_is_refused_the_same_way(bad: object) -> None:
     assert str(ours.value) == str(theirs.value)
 
 
-def test_without_hiredis_redis_py_packs(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(redis_connection, "hiredis", None)
-    assert hiredis_packed("SET", "key", "ü", 7) == python_packed("SET", "key", "ü", 7)
-
-
 def test_store_clients_use_the_packing_connections() -> None:
     for url, expected in (
         ("redis://127.0.0.1:6379/0", CheaperConnection),
         ("rediss://127.0.0.1:6380/0", CheaperSSLConnection),
     ):
-        client, _ = clients_from_url(url)
+        client = clients_from_url(url).client
         assert client.connection_pool.connection_class is expected  # type: ignore[union-attr]
     assert cheaper(SSLConnection) is CheaperSSLConnection
     assert cheaper(UnixDomainSocketConnection) is UnixDomainSocketConnection

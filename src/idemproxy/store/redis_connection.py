@@ -5,8 +5,8 @@ and settles are Lua script calls of some 25 arguments each:
 
 - It packs a command argument by argument in Python: 41.5 us for such a call on the bench VM,
   where hiredis's ``pack_command`` (the packer redis-py's synchronous client uses) writes the
-  same bytes in 6 us. Without hiredis (it comes with the ``fast`` extra), or for an argument
-  hiredis does not take, redis-py packs as before, so its errors for bad arguments stay.
+  same bytes in 6 us. For an argument hiredis does not take, redis-py packs as before, so its
+  errors for bad arguments stay.
 - With a socket timeout set, it bounds every write with ``asyncio.wait_for``, which on Python
   3.11 runs the write in a task of its own: a task and an extra turn of the event loop per
   command. But a small command on an open connection cannot wait: the reply to the command
@@ -18,16 +18,10 @@ and settles are Lua script calls of some 25 arguments each:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from types import ModuleType
 from typing import Any
 
+import hiredis
 from redis.asyncio.connection import AbstractConnection, Connection, SSLConnection
-
-hiredis: ModuleType | None
-try:
-    import hiredis
-except ImportError:  # the fast extra is optional
-    hiredis = None
 
 # Well below the 64 KiB at which an asyncio transport makes drain() wait.
 NEVER_WAITING_WRITE_BYTES = 16 * 1024
@@ -35,8 +29,6 @@ NEVER_WAITING_WRITE_BYTES = 16 * 1024
 
 class _CheaperCommands(AbstractConnection):
     def pack_command(self, *args: Any) -> list[bytes]:
-        if hiredis is None:
-            return super().pack_command(*args)
         # A command name of several words ('SCRIPT LOAD') goes as several arguments, as
         # redis-py sends it.
         name = args[0]
