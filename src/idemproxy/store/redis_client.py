@@ -8,23 +8,30 @@
 
 Building a client opens no connection, so a Redis that is down at start-up is found out by the
 first call and reported as unavailable, not as a bad URL.
+
+A single node over plain TCP also gets a :class:`~idemproxy.store.redis_pipeline.PipelinedRedis`
+for the store's hot path (claims and settles). TLS does not: redis-py takes a dozen TLS options
+in the URL, and one implementation of them is enough; such a store runs every command through
+redis-py, only more slowly.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.asyncio.connection import AbstractConnection, Connection
+from redis.asyncio.connection import AbstractConnection, Connection, SSLConnection
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ConstantBackoff
 from redis.exceptions import ConnectionError
 
 from idemproxy.store import redis_connection
+from idemproxy.store.redis_pipeline import Endpoint, PipelinedRedis
 
 CONNECT_TIMEOUT_S = 1.0
 OPERATION_TIMEOUT_S = 2.0
@@ -94,20 +101,45 @@ class BoundedPool(ConnectionPool):
                 self._slots.release()
 
 
-def clients_from_url(url: str) -> tuple[Redis | RedisCluster, list[Redis]]:
-    """The client to use and any helper clients (Sentinels) to close with it.
+@dataclass(frozen=True)
+class RedisClients:
+    """What a store URL gives: the client, the Sentinels to close with it, and the hot path's
+    pipelined connection where there is one."""
 
-    Raises ``ValueError`` for a URL that names no Redis deployment or cannot be parsed.
-    """
+    client: Redis | RedisCluster
+    helpers: tuple[Redis, ...] = ()
+    pipeline: PipelinedRedis | None = None
+
+
+def clients_from_url(url: str) -> RedisClients:
+    """Raises ``ValueError`` for a URL that names no Redis deployment or cannot be parsed."""
     scheme = url.partition("://")[0].lower()
     if scheme in ("redis", "rediss"):
         pool = BoundedPool.from_url(url, max_connections=POOL_CONNECTIONS, **client_options())
-        return Redis.from_pool(pool), []
+        return RedisClients(Redis.from_pool(pool), pipeline=_pipeline(pool))
     if scheme == "redis+sentinel":
-        return _sentinel_clients(url)
+        master, sentinels = _sentinel_clients(url)
+        return RedisClients(master, tuple(sentinels))
     if scheme == "redis+cluster":
-        return _cluster_client(url), []
+        return RedisClients(_cluster_client(url))
     raise ValueError(f"unknown scheme {scheme!r}")
+
+
+def _pipeline(pool: ConnectionPool) -> PipelinedRedis | None:
+    """A pipelined connection to the server of a plain-TCP pool, as redis-py read its URL."""
+    if issubclass(pool.connection_class, SSLConnection):
+        return None
+    options = pool.connection_kwargs
+    endpoint = Endpoint(
+        host=options.get("host", "localhost"),
+        port=int(options.get("port", REDIS_PORT)),
+        db=int(options.get("db", 0)),
+        username=options.get("username"),
+        password=options.get("password"),
+    )
+    return PipelinedRedis(
+        endpoint, connect_timeout_s=CONNECT_TIMEOUT_S, reply_timeout_s=OPERATION_TIMEOUT_S
+    )
 
 
 def _sentinel_clients(url: str) -> tuple[Redis, list[Redis]]:

@@ -1,16 +1,17 @@
 """Redis backend: one Lua script per state change, keys laid out in :mod:`.layout`.
 
 A claim, a settle and a renew are one round trip each; a claim that finds a completed record
-returns it, body included, in that same round trip. Connections are opened lazily, time out
-fast (a dead Redis is reported in a second or two, not after a long retry loop) and come back
-by themselves when Redis does: redis-py replaces a broken pooled connection on the next call.
+returns it, body included, in that same round trip. Those calls of the hot path go over one
+pipelined connection where the URL allows (:mod:`.redis_pipeline`), everything else through
+redis-py. Connections are opened lazily, time out fast (a dead Redis is reported in a second or
+two, not after a long retry loop) and come back by themselves when Redis does.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import Any, Protocol
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -35,12 +36,19 @@ from idemproxy.store.records import (
 from idemproxy.store.redis_control import RedisControl, control_keys, decode_pause, settle_args
 from idemproxy.store.redis_errors import translated as _translated
 from idemproxy.store.redis_journal import STREAM_ID, audit_args
+from idemproxy.store.redis_pipeline import PipelinedRedis, PipelinedScript
 
 EVENT_RETENTION_S = 7 * 86_400
 EXPIRED_LEASE_REASON = "lease expired: the proxy holding this request stopped"
 
 RedisClient = Redis | RedisCluster
 ScriptArg = str | int | bytes
+
+
+class Script(Protocol):
+    """A registered Lua script: redis-py's ``AsyncScript`` or a :class:`PipelinedScript`."""
+
+    def __call__(self, keys: Sequence[str], args: Sequence[ScriptArg]) -> Awaitable[Any]: ...
 
 
 class RedisStore(RedisControl):
@@ -58,15 +66,21 @@ class RedisStore(RedisControl):
         *,
         event_retention_s: int = EVENT_RETENTION_S,
         extra_clients: Sequence[Redis] = (),
+        pipeline: PipelinedRedis | None = None,
     ) -> None:
-        """Use ``client`` (built with ``decode_responses=False``); the store closes it."""
+        """Use ``client`` (built with ``decode_responses=False``); the store closes it.
+
+        With ``pipeline`` (to the same server) claims, settles, renewals, resolutions and record
+        reads go over it instead.
+        """
         self._client = client
         self._extra_clients = tuple(extra_clients)
+        self._pipeline = pipeline
         self._retention_ms = event_retention_s * 1000
-        self._claim = client.register_script(redis_scripts.CLAIM)
-        self._settle = client.register_script(redis_scripts.SETTLE)
-        self._renew = client.register_script(redis_scripts.RENEW)
-        self._resolve = client.register_script(redis_scripts.RESOLVE)
+        self._claim = self._hot_script(redis_scripts.CLAIM)
+        self._settle = self._hot_script(redis_scripts.SETTLE)
+        self._renew = self._hot_script(redis_scripts.RENEW)
+        self._resolve = self._hot_script(redis_scripts.RESOLVE)
         self._fetch_unknown = client.register_script(redis_scripts.FETCH_UNKNOWN)
         self._fetch_batch = client.register_script(redis_scripts.FETCH_BATCH)
         self._sweep = client.register_script(redis_scripts.SWEEP)
@@ -79,20 +93,34 @@ class RedisStore(RedisControl):
         Nothing is connected yet: a Redis that is down now is found out by the first call.
         """
         try:
-            client, extra = redis_client.clients_from_url(url)
+            clients = redis_client.clients_from_url(url)
         except ValueError as exc:
             raise InvalidStoreURL(f"cannot use redis URL {url!r}: {exc}") from exc
-        return cls(client, event_retention_s=event_retention_s, extra_clients=extra)
+        return cls(
+            clients.client,
+            event_retention_s=event_retention_s,
+            extra_clients=clients.helpers,
+            pipeline=clients.pipeline,
+        )
+
+    def _hot_script(self, source: str) -> Script:
+        if self._pipeline is None:
+            return self._client.register_script(source)
+        return PipelinedScript(self._pipeline, source)
 
     async def ping(self) -> None:
         with _translated("ping"):
             await self._client.ping()
+            if self._pipeline is not None:
+                await self._pipeline.execute("PING")
 
     async def close(self) -> None:
         with _translated("close"):
             await self._client.aclose()
             for client in self._extra_clients:
                 await client.aclose()
+            if self._pipeline is not None:
+                await self._pipeline.close()
 
     async def claim(self, request: ClaimRequest) -> ClaimResult:
         key, meta = request.key, request.meta
@@ -184,7 +212,10 @@ class RedisStore(RedisControl):
     async def get(self, key: RecordKey) -> EffectRecord | None:
         fields: Any  # bytes throughout: the client is built with decode_responses=False
         with _translated("get"):
-            fields = await self._client.hgetall(layout.record_key(key))
+            if self._pipeline is None:
+                fields = await self._client.hgetall(layout.record_key(key))
+            else:
+                fields = await self._pipeline.execute("HGETALL", layout.record_key(key))
         return decode_record(key, fields) if fields else None
 
     async def list_unknown(self, agent: str, limit: int = 100) -> list[EffectRecord]:
