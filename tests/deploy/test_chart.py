@@ -227,6 +227,7 @@ def test_image_tag_follows_the_app_version() -> None:
         ({"exampleAgent": {"replicas": 1.5}}, "want integer"),
         ({"podMonitor": {"enabled": "yes"}}, "got string, want boolean"),
         ({"sidecar": {"logLevel": "verbose"}}, "'/sidecar/logLevel'"),
+        ({"sidecar": {"workers": 0}}, "'/sidecar/workers'"),
         ({"sidecar": {"upstreams": {"Discord": {"url": "https://d"}}}}, "Discord"),
         ({"sidecar": {"upstreams": {"discord": {"url": "discord.com"}}}}, "'/sidecar/upstreams"),
         ({"securityContext": {"runAsUser": 0}}, "'/securityContext/runAsUser'"),
@@ -442,6 +443,12 @@ def test_shutdown_timeout_stays_below_the_grace_period(sidecar: dict[str, Any], 
     rendered, spec = agent_pod({"sidecar": sidecar})
     assert spec["terminationGracePeriodSeconds"] == grace
     assert config_file(rendered)["shutdown_timeout_s"] < grace
+
+
+@pytest.mark.parametrize(("sidecar", "workers"), [({}, 1), ({"workers": 2}, 2)])
+def test_workers_reach_the_config(sidecar: dict[str, Any], workers: int) -> None:
+    rendered, _ = agent_pod({"sidecar": sidecar})
+    assert config_file(rendered)["workers"] == workers
 
 
 def test_a_grace_period_too_short_for_the_shutdown_timeout_is_refused() -> None:

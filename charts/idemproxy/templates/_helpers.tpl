@@ -106,6 +106,7 @@ discord bluesky stripe slack openai anthropic generic
   "agent_id" (include "idemproxy.agentId" .)
   "log_level" $v.sidecar.logLevel
   "shutdown_timeout_s" (int $v.sidecar.shutdownTimeoutS)
+  "workers" (int $v.sidecar.workers)
 -}}
 {{- if not (include "idemproxy.storeFromSecret" .) -}}
 {{- $_ := set $config "store" $v.sidecar.store -}}
