@@ -24,6 +24,7 @@ from idemproxy.effectkeys import (
 )
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.fingerprint import fingerprint
+from idemproxy.logs import info_fields
 from idemproxy.metrics import Metrics
 from idemproxy.policies.model import EffectClass, Route
 from idemproxy.proxy.attempts import Attempts
@@ -143,13 +144,10 @@ class ProxyHandler:
         elapsed_s = time.perf_counter() - started
         metrics.request_duration.observe(elapsed_s)
         self._count(upstream_name, route_name, outcome)
-        access_log.info(
-            "%s %s -> %s %s",
-            request.method,
-            upstream_name,
-            response.status,
-            outcome,
-            extra={
+        info_fields(
+            access_log,
+            f"{request.method} {upstream_name} -> {response.status} {outcome}",
+            {
                 "upstream": upstream_name,
                 "route": route_name,
                 "outcome": str(outcome),
