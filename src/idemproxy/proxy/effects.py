@@ -18,7 +18,7 @@ from aiohttp import ClientSession, web
 
 from idemproxy.effectkeys import EffectKey
 from idemproxy.errors import ProblemCode, RequestRefused
-from idemproxy.metrics import DuplicateKind, Metrics
+from idemproxy.metrics import Children, DuplicateKind, Metrics
 from idemproxy.policies.model import EffectClass, Route
 from idemproxy.proxy.append import AppendGuard
 from idemproxy.proxy.attempts import Attempts
@@ -83,6 +83,7 @@ class EffectFlow:
         self.pause_after_failures = pause_after_failures
         self.attempts = attempts
         self.metrics = metrics
+        self._duplicates = Children(metrics.duplicates_blocked)
         self.session = session
         self.native = NativeDedupe(store, session)
         self.appends = AppendGuard(store, session)
@@ -169,7 +170,7 @@ class EffectFlow:
         return settled
 
     def _blocked(self, ctx: EffectContext, kind: DuplicateKind) -> None:
-        self.metrics.duplicates_blocked.labels(ctx.target.upstream.name, ctx.route.name, kind).inc()
+        self._duplicates(ctx.target.upstream.name, ctx.route.name, kind).inc()
 
     async def _attempt(
         self, ctx: EffectContext, fence: int, outcome: Outcome
