@@ -160,10 +160,10 @@ class ProxyHandler:
         self, request: web.Request, target: Target, route: Route
     ) -> tuple[web.StreamResponse, Outcome | ProblemCode, str | None]:
         state = self.state
-        headers = key_headers(request)
         if route.effect is EffectClass.SAFE:
             response = await self._forward_unrecorded(request, target, route, streamed=True)
             return response, Outcome.FORWARDED, None
+        headers = key_headers(request)
         if state.draining:
             raise RequestRefused(
                 ProblemCode.SHUTTING_DOWN,
