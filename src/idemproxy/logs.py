@@ -5,11 +5,12 @@ Only the CLI configures logging; library modules just log.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TextIO
 
 import orjson
 
@@ -49,9 +50,62 @@ class TextFormatter(logging.Formatter):
         return line
 
 
+class LoopBatchedHandler(logging.StreamHandler[TextIO]):
+    """A stream handler whose lines leave once per turn of the running event loop.
+
+    Each write to the log is a system call (some 10 us to a file); the proxy logs a line per
+    request and answers several requests per turn of its loop, so their lines leave together
+    in one write, at the end of the turn they were logged in. Outside a running loop (start-up,
+    other threads) a line is written at once, after any still pending.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__(stream)
+        self._pending: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.write_line(self.format(record) + self.terminator)
+        except RecursionError:
+            raise
+        except Exception:  # noqa: BLE001 - as StreamHandler.emit: report, never raise
+            self.handleError(record)
+
+    def write_line(self, line: str) -> None:
+        """Write a formatted line (its terminator included), or queue it for this turn."""
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        self.acquire()
+        try:
+            if loop is not None and not self._pending:
+                loop.call_soon(self.flush)
+            self._pending.append(line)
+            if loop is None:
+                self.flush()
+        finally:
+            self.release()
+
+    def flush(self) -> None:
+        self.acquire()
+        try:
+            if self._pending:
+                lines = "".join(self._pending)
+                self._pending.clear()
+                self.stream.write(lines)
+            super().flush()
+        except (OSError, ValueError):
+            # The log itself is failing (a closed stream, a full disk): nowhere left to report
+            # it, and the requests these lines describe must not fail for it.
+            pass
+        finally:
+            self.release()
+
+
 # The JSON handler configure_logging installed, while it is the one in use: lines logged
 # through info_fields() skip the LogRecord and go to its stream directly.
-_json_handler: logging.StreamHandler[Any] | None = None
+_json_handler: LoopBatchedHandler | None = None
 
 
 def info_fields(logger: logging.Logger, msg: str, fields: dict[str, Any]) -> None:
@@ -60,8 +114,8 @@ def info_fields(logger: logging.Logger, msg: str, fields: dict[str, Any]) -> Non
     A line on every request is worth it: the logging machinery (a LogRecord, its extras copied
     into and filtered back out of its ``__dict__``, two lookups of handlers) costs some 10 us
     per line. When the JSON handler of :func:`configure_logging` is the root's only handler, the
-    line is built here exactly as :class:`JsonFormatter` would build it and written to its
-    stream; in any other set-up (a terminal, tests, embedding) it goes through ``logger``.
+    line is built here exactly as :class:`JsonFormatter` would build it and handed to it; in
+    any other set-up (a terminal, tests, embedding) it goes through ``logger``.
     """
     handler = _json_handler
     if (
@@ -82,15 +136,7 @@ def info_fields(logger: logging.Logger, msg: str, fields: dict[str, Any]) -> Non
         "msg": msg,
         **fields,
     }
-    line = orjson.dumps(entry, default=str).decode() + handler.terminator
-    handler.acquire()
-    try:
-        handler.stream.write(line)
-        handler.stream.flush()
-    except (OSError, ValueError):  # a failed write (or a closed stream) must not fail the request
-        logger.info(msg, extra=fields)  # logging reports the failure its own way
-    finally:
-        handler.release()
+    handler.write_line(orjson.dumps(entry, default=str).decode() + handler.terminator)
 
 
 def configure_logging(level: str) -> None:
@@ -101,7 +147,7 @@ def configure_logging(level: str) -> None:
     logging.logProcesses = False
     logging.logMultiprocessing = False
     global _json_handler
-    handler = logging.StreamHandler(sys.stderr)
+    handler = LoopBatchedHandler(sys.stderr)
     json_lines = not sys.stderr.isatty()
     handler.setFormatter(JsonFormatter() if json_lines else TextFormatter())
     _json_handler = handler if json_lines else None
