@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from enum import StrEnum
+from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client import disable_created_metrics as _disable_created
@@ -32,6 +33,28 @@ class DuplicateKind(StrEnum):
 
 
 MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+M = TypeVar("M", Counter, Histogram)
+
+
+class Children(Generic[M]):
+    """A labelled metric's children, each looked up once.
+
+    ``labels()`` takes a lock and checks its arguments on every call; on the request path the
+    label sets are few (upstream x route x outcome), so each child is kept after its first use.
+    """
+
+    __slots__ = ("_children", "_metric")
+
+    def __init__(self, metric: M) -> None:
+        self._metric: M = metric
+        self._children: dict[tuple[str, ...], M] = {}
+
+    def __call__(self, *values: str) -> M:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self._metric.labels(*values)
+        return child
 
 
 class Metrics:

@@ -8,6 +8,7 @@ from aiohttp import ClientSession, TCPConnector, web
 
 from idemproxy import __version__
 from idemproxy.proxy.effects import EffectFlow
+from idemproxy.proxy.forward import SKIP_AUTO_HEADERS
 from idemproxy.proxy.handler import ProxyHandler, ProxyState
 from idemproxy.proxy.malformed import quiet_malformed_requests
 
@@ -25,7 +26,7 @@ async def _client_session(app: web.Application) -> AsyncIterator[None]:
     session = ClientSession(
         connector=TCPConnector(limit=limit, keepalive_timeout=POOL_KEEPALIVE_S),
         auto_decompress=False,
-        skip_auto_headers=("User-Agent",),
+        skip_auto_headers=SKIP_AUTO_HEADERS,
         headers={"Via": f"1.1 idemproxy/{__version__}"},
     )
     state.session = session

@@ -28,7 +28,7 @@ from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.jsonpointer import replace_at, resolve
 from idemproxy.policies.append import AppendRule
 from idemproxy.policies.placeholders import MissingValue, Values, fill_text, path_params
-from idemproxy.proxy.forward import UpstreamFailure, exchange
+from idemproxy.proxy.forward import Exchange, UpstreamFailure
 from idemproxy.proxy.headers import upstream_request_headers
 from idemproxy.proxy.native import Reconciled
 from idemproxy.proxy.outcome import Outcome, outcome_headers
@@ -149,7 +149,7 @@ class AppendGuard:
         headers["Accept-Encoding"] = "identity"
         url = URL(upstream.base_url + path, encoded=True)
         try:
-            async with exchange(self.session, "GET", url, headers, None, upstream.timeout) as got:
+            async with Exchange(self.session, "GET", url, headers, None, upstream.timeout) as got:
                 body = await got.content.read(READ_MAX_BYTES)
                 status, content_type = got.status, got.headers.get("Content-Type", "text/plain")
         except (UpstreamFailure, aiohttp.ClientError, TimeoutError) as exc:

@@ -12,18 +12,17 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from aiohttp import ClientSession, web
 
 from idemproxy.effectkeys import EffectKey
 from idemproxy.errors import ProblemCode, RequestRefused
-from idemproxy.metrics import DuplicateKind, Metrics
+from idemproxy.metrics import Children, DuplicateKind, Metrics
 from idemproxy.policies.model import EffectClass, Route
 from idemproxy.proxy.append import AppendGuard
 from idemproxy.proxy.attempts import Attempts
-from idemproxy.proxy.forward import UpstreamFailure, exchange
+from idemproxy.proxy.forward import Exchange, UpstreamFailure
 from idemproxy.proxy.headers import (
     client_response_headers,
     headers_to_store,
@@ -84,6 +83,7 @@ class EffectFlow:
         self.pause_after_failures = pause_after_failures
         self.attempts = attempts
         self.metrics = metrics
+        self._duplicates = Children(metrics.duplicates_blocked)
         self.session = session
         self.native = NativeDedupe(store, session)
         self.appends = AppendGuard(store, session)
@@ -170,7 +170,7 @@ class EffectFlow:
         return settled
 
     def _blocked(self, ctx: EffectContext, kind: DuplicateKind) -> None:
-        self.metrics.duplicates_blocked.labels(ctx.target.upstream.name, ctx.route.name, kind).inc()
+        self._duplicates(ctx.target.upstream.name, ctx.route.name, kind).inc()
 
     async def _attempt(
         self, ctx: EffectContext, fence: int, outcome: Outcome
@@ -178,7 +178,7 @@ class EffectFlow:
         key = ctx.key.record_key
         self.attempts.begin(key, fence)
         try:
-            async with self._lease_kept(key, fence, ctx.route.lease_ms):
+            with LeaseKept(self.store, key, fence, ctx.route.lease_ms):
                 if ctx.route.append is not None:
                     return await self._append(ctx, fence, outcome)
                 return await self._forward(ctx, fence, outcome)
@@ -211,7 +211,7 @@ class EffectFlow:
         sent = self.native.outgoing(ctx)  # the agent's request, carrying the native key
         headers.update(sent.headers)
         try:
-            async with exchange(
+            async with Exchange(
                 self.session,
                 ctx.request.method,
                 ctx.target.url,
@@ -306,30 +306,44 @@ class EffectFlow:
                 log.warning("late write dropped: lease lost", extra={"effect_key": str(key)})
             return
 
-    @contextlib.asynccontextmanager
-    async def _lease_kept(self, key: RecordKey, fence: int, lease_ms: int) -> AsyncIterator[None]:
-        """Renew the lease while a long attempt (an LLM stream) is still running.
 
-        Most attempts end well inside a third of their lease, so the renewing task starts only
-        once an attempt has run that long: a plain timer costs far less than a task each.
-        """
-        period_s = lease_ms / 3000
+class LeaseKept:
+    """``with LeaseKept(...)``: renew the lease while a long attempt (an LLM stream) runs.
 
-        async def renew_forever() -> None:
-            while True:
-                with contextlib.suppress(StoreError):
-                    if not await self.store.renew(key, fence, lease_ms):
-                        return
-                await asyncio.sleep(period_s)
+    Most attempts end well inside a third of their lease, so the renewing task starts only
+    once an attempt has run that long: a plain timer costs far less than a task each. Entering
+    and leaving need no await, so this adds nothing to the attempt's chain of awaits.
+    """
 
-        loop = asyncio.get_running_loop()
-        renewers: list[asyncio.Task[None]] = []
-        timer = loop.call_later(
-            period_s, lambda: renewers.append(loop.create_task(renew_forever()))
-        )
-        try:
-            yield
-        finally:
-            timer.cancel()
-            for renewer in renewers:
-                renewer.cancel()
+    __slots__ = ("_fence", "_key", "_lease_ms", "_renewer", "_store", "_timer")
+
+    def __init__(self, store: Store, key: RecordKey, fence: int, lease_ms: int) -> None:
+        self._store = store
+        self._key = key
+        self._fence = fence
+        self._lease_ms = lease_ms
+        self._timer: asyncio.TimerHandle | None = None
+        self._renewer: asyncio.Task[None] | None = None
+
+    def __enter__(self) -> None:
+        self._timer = asyncio.get_running_loop().call_later(self._period_s, self._start_renewing)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._renewer is not None:
+            self._renewer.cancel()
+
+    @property
+    def _period_s(self) -> float:
+        return self._lease_ms / 3000
+
+    def _start_renewing(self) -> None:
+        self._renewer = asyncio.get_running_loop().create_task(self._renew_forever())
+
+    async def _renew_forever(self) -> None:
+        while True:
+            with contextlib.suppress(StoreError):
+                if not await self._store.renew(self._key, self._fence, self._lease_ms):
+                    return
+            await asyncio.sleep(self._period_s)

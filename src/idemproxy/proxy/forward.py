@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import io
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import aiohttp
 from aiohttp import ClientResponse, ClientSession, ClientTimeout
@@ -12,6 +10,10 @@ from multidict import CIMultiDict
 from yarl import URL
 
 LARGE_BODY_BYTES = 1 << 20
+# Headers aiohttp would add of its own accord: the upstream sees only what the agent sent. The
+# session given to Exchange skips them (proxy/app.py builds it so), as naming them on each
+# request would build the same set of case-insensitive names again every time.
+SKIP_AUTO_HEADERS = ("User-Agent", "Accept-Encoding", "Accept", "Content-Type")
 
 
 class UpstreamFailure(Exception):
@@ -38,37 +40,50 @@ def classify_failure(exc: BaseException) -> UpstreamFailure:
     )
 
 
-@asynccontextmanager
-async def exchange(
-    session: ClientSession,
-    method: str,
-    url: URL,
-    headers: CIMultiDict[str],
-    body: bytes | io.BytesIO | aiohttp.StreamReader | None,
-    client_timeout: ClientTimeout,
-) -> AsyncIterator[ClientResponse]:
-    """Send the request; yield the response once its headers are in.
+class Exchange:
+    """``async with Exchange(...) as answer``: send the request; the answer once its head is in.
 
     Raises :class:`UpstreamFailure` if no response head arrives. Redirects are never followed:
     the agent sees exactly what the upstream said.
+
+    A class rather than an ``asynccontextmanager``: every request passes through here, and the
+    generator those wrap (one more frame, two more objects, a StopAsyncIteration to leave it)
+    costs more than the few lines it saves.
     """
-    if isinstance(body, bytes) and len(body) > LARGE_BODY_BYTES:
-        # aiohttp writes large byte strings in one go and warns about it; a stream it paces.
-        body = io.BytesIO(body)
-    try:
-        response = await session.request(
-            method,
-            url,
-            headers=headers,
-            data=body,
-            timeout=client_timeout,
-            allow_redirects=False,
-            auto_decompress=False,
-            skip_auto_headers=("User-Agent", "Accept-Encoding", "Accept", "Content-Type"),
-        )
-    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-        raise classify_failure(exc) from exc
-    try:
-        yield response
-    finally:
-        response.release()
+
+    __slots__ = ("_call", "_response")
+
+    def __init__(
+        self,
+        session: ClientSession,
+        method: str,
+        url: URL,
+        headers: CIMultiDict[str],
+        body: bytes | io.BytesIO | aiohttp.StreamReader | None,
+        client_timeout: ClientTimeout,
+    ) -> None:
+        if isinstance(body, bytes) and len(body) > LARGE_BODY_BYTES:
+            # aiohttp writes large byte strings in one go and warns about it; a stream it paces.
+            body = io.BytesIO(body)
+        self._call = (session, method, url, headers, body, client_timeout)
+        self._response: ClientResponse | None = None
+
+    async def __aenter__(self) -> ClientResponse:
+        session, method, url, headers, body, client_timeout = self._call
+        try:
+            self._response = await session.request(
+                method,
+                url,
+                headers=headers,
+                data=body,
+                timeout=client_timeout,
+                allow_redirects=False,
+                auto_decompress=False,
+            )
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise classify_failure(exc) from exc
+        return self._response
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._response is not None:
+            self._response.release()

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 from aiohttp import ClientSession, web
 from aiohttp.http_exceptions import HttpProcessingError
-from prometheus_client import Counter
 
 from idemproxy.config import ProxyConfig
 from idemproxy.effectkeys import (
@@ -24,7 +23,8 @@ from idemproxy.effectkeys import (
 )
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.fingerprint import fingerprint
-from idemproxy.metrics import Metrics
+from idemproxy.logs import info_fields
+from idemproxy.metrics import Children, Metrics
 from idemproxy.policies.model import EffectClass, Route
 from idemproxy.proxy.attempts import Attempts
 from idemproxy.proxy.effects import EffectContext, EffectFlow
@@ -111,9 +111,8 @@ def body_too_large(limit_bytes: int) -> RequestRefused:
 class ProxyHandler:
     def __init__(self, state: ProxyState) -> None:
         self.state = state
-        # labels() takes a lock and checks its arguments on every call; the label sets are
-        # few (upstream x route x outcome), so each child is looked up once.
-        self._answered: dict[tuple[str, str, str], Counter] = {}
+        self._answered = Children(state.metrics.requests)
+        self._upstream_durations = Children(state.metrics.upstream_request_duration)
         self._pauses = PauseGate(state.store)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
@@ -142,14 +141,11 @@ class ProxyHandler:
             metrics.inflight_requests.dec()
         elapsed_s = time.perf_counter() - started
         metrics.request_duration.observe(elapsed_s)
-        self._count(upstream_name, route_name, outcome)
-        access_log.info(
-            "%s %s -> %s %s",
-            request.method,
-            upstream_name,
-            response.status,
-            outcome,
-            extra={
+        self._answered(upstream_name, route_name, outcome).inc()
+        info_fields(
+            access_log,
+            f"{request.method} {upstream_name} -> {response.status} {outcome}",
+            {
                 "upstream": upstream_name,
                 "route": route_name,
                 "outcome": str(outcome),
@@ -160,21 +156,14 @@ class ProxyHandler:
         )
         return response
 
-    def _count(self, upstream: str, route: str, outcome: str) -> None:
-        labels = (upstream, route, outcome)
-        child = self._answered.get(labels)
-        if child is None:
-            child = self._answered[labels] = self.state.metrics.requests.labels(*labels)
-        child.inc()
-
     async def _dispatch(
         self, request: web.Request, target: Target, route: Route
     ) -> tuple[web.StreamResponse, Outcome | ProblemCode, str | None]:
         state = self.state
-        headers = key_headers(request)
         if route.effect is EffectClass.SAFE:
             response = await self._forward_unrecorded(request, target, route, streamed=True)
             return response, Outcome.FORWARDED, None
+        headers = key_headers(request)
         if state.draining:
             raise RequestRefused(
                 ProblemCode.SHUTTING_DOWN,
@@ -245,7 +234,7 @@ class ProxyHandler:
                 route.retry,
             )
             async with sending as answer:
-                self.state.metrics.upstream_request_duration.labels(target.upstream.name).observe(
+                self._upstream_durations(target.upstream.name).observe(
                     time.perf_counter() - started
                 )
                 client_headers = client_response_headers(answer.headers)

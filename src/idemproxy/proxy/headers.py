@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from multidict import CIMultiDict, MultiMapping
 
 HOP_BY_HOP = frozenset(
@@ -69,11 +67,21 @@ def nominated_by_connection(headers: MultiMapping[str]) -> set[str]:
     return names
 
 
-def _end_to_end(headers: Iterable[tuple[str, str]], dropped: set[str]) -> CIMultiDict[str]:
+# Never passed on, in either direction; one set, so each header costs one lookup.
+_NOT_PASSED_ON = HOP_BY_HOP | _FRAMING
+
+
+def _end_to_end(headers: MultiMapping[str], *, drop_idem: bool) -> CIMultiDict[str]:
+    """The headers worth passing on, in one pass: every request and answer goes through here."""
+    nominated = nominated_by_connection(headers)
     kept: CIMultiDict[str] = CIMultiDict()
-    for name, value in headers:
+    for name, value in headers.items():
         lower = name.lower()
-        if lower in HOP_BY_HOP or lower in _FRAMING or lower in dropped:
+        if (
+            lower in _NOT_PASSED_ON
+            or lower in nominated
+            or (drop_idem and lower.startswith(IDEM_PREFIX))
+        ):
             continue
         kept.add(name, value)
     return kept
@@ -85,9 +93,7 @@ def upstream_request_headers(headers: MultiMapping[str], *, keep_length: bool) -
     ``Host`` is dropped so the client library sets the upstream's own. ``Content-Length`` is
     kept only when the body is streamed through unchanged.
     """
-    dropped = nominated_by_connection(headers)
-    dropped.update(name.lower() for name in headers if name.lower().startswith(IDEM_PREFIX))
-    kept = _end_to_end(headers.items(), dropped)
+    kept = _end_to_end(headers, drop_idem=True)
     if keep_length and "Content-Length" in headers:
         kept["Content-Length"] = headers["Content-Length"]
     return kept
@@ -95,7 +101,7 @@ def upstream_request_headers(headers: MultiMapping[str], *, keep_length: bool) -
 
 def client_response_headers(headers: MultiMapping[str]) -> CIMultiDict[str]:
     """The upstream's response headers as the agent should see them."""
-    kept = _end_to_end(headers.items(), nominated_by_connection(headers))
+    kept = _end_to_end(headers, drop_idem=False)
     if "Content-Length" in headers and "Transfer-Encoding" not in headers:
         kept["Content-Length"] = headers["Content-Length"]
     return kept

@@ -19,7 +19,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from idemproxy.policies.adapters.base import Found, Outgoing, Settle, Verdict
-from idemproxy.proxy.forward import UpstreamFailure, exchange
+from idemproxy.proxy.forward import Exchange, UpstreamFailure
 from idemproxy.proxy.headers import client_response_headers, upstream_request_headers
 from idemproxy.proxy.outcome import Outcome, outcome_headers
 from idemproxy.store.base import Store, StoreError
@@ -176,7 +176,7 @@ class NativeDedupe:
         headers = upstream_request_headers(ctx.request.headers, keep_length=False)
         for name in ("Content-Type", "Content-Encoding"):
             headers.popall(name, None)
-        reading = exchange(self.session, "GET", url, headers, None, upstream.timeout)
+        reading = Exchange(self.session, "GET", url, headers, None, upstream.timeout)
         try:
             async with reading as answer:
                 body = await answer.content.read(READ_BACK_MAX_BYTES)

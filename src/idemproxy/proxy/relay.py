@@ -40,17 +40,24 @@ async def relay(
         and request.method != "HEAD"
         and upstream.status not in _BODILESS_STATUSES
     ):
-        body = bytearray()
-        complete = True
-        try:
-            async for chunk in upstream.content.iter_any():
-                body += chunk
-        except (aiohttp.ClientError, TimeoutError):
-            complete = False
-        return await _send_read(
-            request, upstream, headers, bytes(body), capture_limit, complete=complete
-        )
+        body, complete = await _read_whole(upstream)
+        return await _send_read(request, upstream, headers, body, capture_limit, complete=complete)
     return await _stream(request, upstream, headers, capture_limit)
+
+
+async def _read_whole(upstream: ClientResponse) -> tuple[bytes, bool]:
+    """The body, and whether it arrived to its end; a cut body is kept as far as it came.
+
+    readany() itself, not iter_any(): the iterator adds a coroutine per chunk and an exception
+    at the end, and a small answer is mostly one chunk already buffered.
+    """
+    chunks: list[bytes] = []
+    try:
+        while chunk := await upstream.content.readany():
+            chunks.append(chunk)
+    except (aiohttp.ClientError, TimeoutError):
+        return b"".join(chunks), False
+    return b"".join(chunks), True
 
 
 async def _send_read(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
@@ -20,7 +20,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from idemproxy.policies.model import RetryPolicy
-from idemproxy.proxy.forward import UpstreamFailure, exchange
+from idemproxy.proxy.forward import Exchange, UpstreamFailure
 
 
 def backoff_s(policy: RetryPolicy, retry: int, rng: random.Random) -> float:
@@ -57,8 +57,7 @@ def delay_before_retry_s(
     return asked_s if asked_s * 1000 <= policy.max_delay_ms else None
 
 
-@asynccontextmanager
-async def exchange_retried(
+def exchange_retried(
     session: ClientSession,
     method: str,
     url: URL,
@@ -67,24 +66,37 @@ async def exchange_retried(
     client_timeout: ClientTimeout,
     policy: RetryPolicy | None,
     rng: random.Random | None = None,
-) -> AsyncIterator[ClientResponse]:
-    """Like :func:`~idemproxy.proxy.forward.exchange`, retried per ``policy`` (None: once).
+) -> AbstractAsyncContextManager[ClientResponse]:
+    """Like :class:`~idemproxy.proxy.forward.Exchange`, retried per ``policy`` (None: once).
 
     Yields the first answer that is not retried; raises the last :class:`UpstreamFailure` when
     every attempt failed without one. A streamed body can be sent only once, so it never is
     retried: read it into bytes first.
     """
     if policy is None or isinstance(body, StreamReader):
-        async with exchange(session, method, url, headers, body, client_timeout) as answer:
-            yield answer
-        return
+        # The one exchange itself: no generator around it for the requests that never retry.
+        return Exchange(session, method, url, headers, body, client_timeout)
+    return _retried(session, method, url, headers, body, client_timeout, policy, rng)
+
+
+@asynccontextmanager
+async def _retried(
+    session: ClientSession,
+    method: str,
+    url: URL,
+    headers: CIMultiDict[str],
+    body: bytes | None,
+    client_timeout: ClientTimeout,
+    policy: RetryPolicy,
+    rng: random.Random | None,
+) -> AsyncIterator[ClientResponse]:
     rng = rng or random.Random()
     for attempt in range(1, policy.attempts + 1):
         last = attempt == policy.attempts
         async with AsyncExitStack() as stack:
             try:
                 answer = await stack.enter_async_context(
-                    exchange(session, method, url, headers, body, client_timeout)
+                    Exchange(session, method, url, headers, body, client_timeout)
                 )
             except UpstreamFailure:
                 if last:
