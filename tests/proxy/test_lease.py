@@ -1,11 +1,14 @@
-"""An attempt that outlives its lease (a long LLM stream) keeps renewing it."""
+"""An attempt that outlives its lease (a long LLM stream) keeps renewing it, and stops when it
+ends."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from pathlib import Path
 
+from idemproxy.proxy.lease import LeaseKept
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.records import RecordKey, RecordState
 from tests.proxy.conftest import ProxyFactory
@@ -36,3 +39,39 @@ async def test_a_long_attempt_keeps_its_lease_until_it_settles(
     assert record is not None
     assert record.state is RecordState.COMPLETED
     assert effects.count("/slow") == 1
+
+
+KEY = RecordKey("agent", "effect")
+
+
+class CancellationSwallowingStore(MemoryStore):
+    """A store whose renew loses a cancellation, as a ``wait_for`` on Python 3.11 can."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.renewals = 0
+        self.renewing = asyncio.Event()
+
+    async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
+        self.renewals += 1
+        self.renewing.set()
+        with contextlib.suppress(asyncio.CancelledError):  # the caller never hears of it
+            await asyncio.sleep(0.02)
+        return True
+
+
+async def test_a_short_attempt_never_renews() -> None:
+    store = CancellationSwallowingStore()
+    with LeaseKept(store, KEY, fence=1, lease_ms=300):
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.2)
+    assert store.renewals == 0
+
+
+async def test_renewal_stops_with_the_attempt_even_if_a_cancellation_is_lost() -> None:
+    store = CancellationSwallowingStore()
+    with LeaseKept(store, KEY, fence=1, lease_ms=30):
+        await store.renewing.wait()  # leaving now cancels the renewer inside a renewal
+    stopped_at = store.renewals
+    await asyncio.sleep(0.2)  # twenty renewal periods
+    assert store.renewals == stopped_at

@@ -9,7 +9,6 @@ claim -> (claimed) forward, relay, settle
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from idemproxy.proxy.headers import (
     headers_to_store,
     upstream_request_headers,
 )
+from idemproxy.proxy.lease import LeaseKept
 from idemproxy.proxy.native import NativeDedupe, Reconciled
 from idemproxy.proxy.outcome import Outcome, outcome_headers
 from idemproxy.proxy.paused import agent_paused
@@ -45,7 +45,6 @@ from idemproxy.store.records import (
     ClaimRequest,
     EffectMeta,
     EffectRecord,
-    RecordKey,
     RecordState,
     Settlement,
 )
@@ -305,45 +304,3 @@ class EffectFlow:
                 self.metrics.fenced_writes.inc()
                 log.warning("late write dropped: lease lost", extra={"effect_key": str(key)})
             return
-
-
-class LeaseKept:
-    """``with LeaseKept(...)``: renew the lease while a long attempt (an LLM stream) runs.
-
-    Most attempts end well inside a third of their lease, so the renewing task starts only
-    once an attempt has run that long: a plain timer costs far less than a task each. Entering
-    and leaving need no await, so this adds nothing to the attempt's chain of awaits.
-    """
-
-    __slots__ = ("_fence", "_key", "_lease_ms", "_renewer", "_store", "_timer")
-
-    def __init__(self, store: Store, key: RecordKey, fence: int, lease_ms: int) -> None:
-        self._store = store
-        self._key = key
-        self._fence = fence
-        self._lease_ms = lease_ms
-        self._timer: asyncio.TimerHandle | None = None
-        self._renewer: asyncio.Task[None] | None = None
-
-    def __enter__(self) -> None:
-        self._timer = asyncio.get_running_loop().call_later(self._period_s, self._start_renewing)
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        if self._renewer is not None:
-            self._renewer.cancel()
-
-    @property
-    def _period_s(self) -> float:
-        return self._lease_ms / 3000
-
-    def _start_renewing(self) -> None:
-        self._renewer = asyncio.get_running_loop().create_task(self._renew_forever())
-
-    async def _renew_forever(self) -> None:
-        while True:
-            with contextlib.suppress(StoreError):
-                if not await self._store.renew(self._key, self._fence, self._lease_ms):
-                    return
-            await asyncio.sleep(self._period_s)
