@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from idemproxy import effectkeys
 from idemproxy.effectkeys import (
     KeyHeaders,
     KeySource,
@@ -89,3 +92,9 @@ def test_explicit_keys_and_tool_calls_live_apart(value: str) -> None:
     assert explicit.record_key != tool_call.record_key
     assert str(explicit).isascii()
     assert " " not in str(tool_call)
+
+
+@given(st.text())
+def test_a_key_part_is_what_quote_makes_of_it(value: str) -> None:
+    # The shortcut for parts quote() would leave alone must never change a key.
+    assert effectkeys._part(value) == quote(value, safe=effectkeys._PART_SAFE)

@@ -66,7 +66,7 @@ class EffectKey:
 _PART_SAFE = "-._~!$&'()*+,;=@"
 # A part that holds only characters quote() leaves alone is returned as it is: ids are mostly
 # UUIDs and tokens, and one regular expression costs a fraction of quote().
-_UNQUOTED_PART = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=@]*")
+_UNQUOTED_PART = re.compile(f"[A-Za-z0-9{re.escape(_PART_SAFE)}]*")
 
 
 def _part(value: str) -> str:
