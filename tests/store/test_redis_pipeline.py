@@ -70,10 +70,15 @@ async def test_a_cancelled_caller_does_not_shift_the_replies_of_the_others(
 ) -> None:
     redis = pipeline(redis_server.port)
     await redis.execute("SET", "a", "1")
-    # The first call is written, then its caller gives up before the reply is read.
-    slow = asyncio.ensure_future(redis.execute("DEBUG", "SLEEP", "0.2"))
+    # The first command holds the connection for 0.3 s (a blocking pop on an empty list); its
+    # caller gives up while the reply is still to come, and the GET queued behind it waits.
+    slow = asyncio.ensure_future(redis.execute("BLPOP", "empty", "0.3"))
+    await asyncio.sleep(0.05)
+    behind = asyncio.ensure_future(redis.execute("GET", "a"))
     await asyncio.sleep(0.05)
     slow.cancel()
+    assert await behind == b"1"
+    assert slow.cancelled()
     assert await redis.execute("GET", "a") == b"1"
     await redis.close()
 

@@ -4,10 +4,11 @@ redis-py lends every command a pooled connection for its round trip: a pool chec
 wrapper, a stream write and a stream read, some 60 us of Python per command on the bench VM.
 A recorded request makes two such commands (the claim and the settle scripts), so that was a
 large part of its cost. Redis answers the commands of one connection in the order they came,
-so the commands of all requests can share one connection instead: a call writes its command
-and queues a future, and each reply that arrives resolves the oldest future. hiredis packs the
-commands and parses the replies in C. A call then costs about a fifth of redis-py's, and under
-load one read from the socket brings the replies of many requests at once.
+so the commands of all requests can share one connection instead: a call queues its command
+and a future, and each reply that arrives resolves the oldest future. hiredis packs the
+commands and parses the replies in C. The commands of one turn of the event loop leave in one
+write, and under load one read brings the replies of many requests at once. A call then costs
+about a quarter of redis-py's.
 
 Failures, so that a dead or stuck Redis is reported quickly and nothing is sent twice:
 
