@@ -66,6 +66,22 @@ def fenced_writes(proxy: FleetProxy) -> float:
     raise AssertionError("no idemproxy_fenced_writes_total in /metrics")
 
 
+async def settled(store: Store, timeout_s: float = 5.0) -> None:
+    """Until the record is no longer in flight.
+
+    A proxy writes the outcome just after the answer has left, so a repeat sent the moment the
+    answer arrives can still find the attempt in flight, wait for it, and be answered
+    ``coalesced`` with the same body; the repeats below check replays of a settled record.
+    """
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while asyncio.get_running_loop().time() < deadline:
+        record = await store.get(KEY)
+        if record is not None and record.state is not RecordState.IN_FLIGHT:
+            return
+        await asyncio.sleep(0.01)
+    pytest.fail(f"the record was still in flight after {timeout_s} s")
+
+
 async def take_over(store: Store, proxy_b: FleetProxy) -> None:
     """B finds A's lease expired (unknown), an operator frees the key, B forwards again."""
     status, headers, body = await post(proxy_b.url)
@@ -105,6 +121,7 @@ async def test_a_stalled_attempt_cannot_overwrite_the_attempt_that_took_over(
             proxy_a.resume()  # A now gets its answer while B holds the key
             a_status, _, a_body = await original
             b_status, b_headers, b_body = await second
+            await settled(store)
             replays = [await post(proxy.url) for proxy in (proxy_a, proxy_b)]
             record = await store.get(KEY)
             events = await store.read_events(KEY.agent)
