@@ -1,9 +1,24 @@
 """Request fingerprints: what makes two requests "the same effect".
 
 The fingerprint covers the method, upstream, path with query, and the body in canonical form
-with the route's volatile fields left out. Canonical means: JSON re-serialized with sorted keys,
-form bodies with sorted pairs, anything else byte for byte. So an SDK that reorders keys or
-regenerates a nonce still produces the same fingerprint, while a different message does not.
+with the route's volatile fields left out. Canonical means:
+
+- JSON re-serialized with sorted keys;
+- form bodies with their fields sorted stably by name, so fields of different names may come
+  in any order while the values of a repeated name (Stripe's ``items[][price]``) keep theirs;
+- multipart bodies as their parts in order, each by name, file name, media type and content,
+  whatever boundary the client drew; JSON parts (and parts a volatile field reaches into) are
+  canonical JSON themselves;
+- anything else byte for byte.
+
+So an SDK that reorders keys, regenerates a nonce or draws a new boundary still produces the same
+fingerprint, while a different message does not. The body is the decoded one: a content coding
+(gzip stores a timestamp) changes nothing either.
+
+A volatile field is a JSON pointer; ``*`` stands for every element or member. In a form body
+``/metadata/nonce`` names the field ``metadata[nonce]``; in a multipart body its first token
+names a part, dropped whole when the pointer ends there (``/sent_at``) and otherwise reached
+into as JSON (``/payload_json/nonce``).
 """
 
 from __future__ import annotations
@@ -11,14 +26,17 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from operator import itemgetter
 from urllib.parse import parse_qsl, urlencode
 
 import orjson
 
-from idemproxy.jsonpointer import pointer_tokens, remove
+from idemproxy import multipart
+from idemproxy.jsonpointer import WILDCARD, pointer_tokens, remove
 
 JSON_TYPES = ("application/json", "+json")
 FORM_TYPE = "application/x-www-form-urlencoded"
+MULTIPART_TYPE = "multipart/form-data"
 _INT64_LIMIT = 2**63
 _WIDE_DIGITS = re.compile(rb"\d{19}")
 
@@ -27,10 +45,22 @@ def _media_type(content_type: str) -> str:
     return content_type.split(";", 1)[0].strip().lower()
 
 
-def _form_field(tokens: list[str]) -> str:
+def _token_pattern(token: str) -> str:
+    return r"[^\[\]]*" if token == WILDCARD else re.escape(token)
+
+
+def _field_pattern(tokens: list[str]) -> str:
     """``/metadata/nonce`` names the form field ``metadata[nonce]`` (Stripe's nesting)."""
     head, *rest = tokens
-    return head + "".join(f"[{token}]" for token in rest)
+    return _token_pattern(head) + "".join(rf"\[{_token_pattern(token)}\]" for token in rest)
+
+
+def _volatile_names(volatile_fields: tuple[str, ...]) -> re.Pattern[str] | None:
+    """The form field (or part) names the volatile fields name, as one pattern."""
+    if not volatile_fields:
+        return None
+    patterns = (_field_pattern(pointer_tokens(pointer)) for pointer in volatile_fields)
+    return re.compile("|".join(f"(?:{pattern})" for pattern in patterns))
 
 
 def _has_wide_number(node: object) -> bool:
@@ -62,20 +92,73 @@ def _canonical_json(body: bytes, volatile_fields: tuple[str, ...]) -> bytes:
     return orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
 
 
+def _json_or_bytes(body: bytes, volatile_fields: tuple[str, ...]) -> bytes:
+    try:
+        return _canonical_json(body, volatile_fields)
+    except (ValueError, RecursionError):  # not JSON after all: take the bytes as they are
+        return body
+
+
+def _canonical_form(body: bytes, volatile_fields: tuple[str, ...]) -> bytes:
+    try:
+        text = body.decode("ascii")  # a form body percent-encodes everything else
+    except UnicodeDecodeError:
+        return body
+    # Lenient parsing: a stray '&' is no reason to count the volatile fields again. Escapes
+    # that are not UTF-8 stay apart (surrogateescape) instead of all turning into U+FFFD.
+    pairs = parse_qsl(text, keep_blank_values=True, errors="surrogateescape")
+    dropped = _volatile_names(volatile_fields)
+    kept = [pair for pair in pairs if dropped is None or not dropped.fullmatch(pair[0])]
+    return urlencode(sorted(kept, key=itemgetter(0)), errors="surrogateescape").encode()
+
+
+def _part_pointers(volatile_fields: tuple[str, ...], name: str) -> tuple[str, ...]:
+    """The pointers into part ``name``'s JSON: ``/payload_json/nonce`` gives ``/nonce``."""
+    inner = []
+    for pointer in volatile_fields:
+        _, head, *rest = pointer.split("/", 2)
+        if rest and head in (name, WILDCARD):
+            inner.append("/" + rest[0])
+    return tuple(inner)
+
+
+def _framed(value: bytes | str | None) -> bytes:
+    if value is None:
+        return b"\0"
+    data = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
+    return b"\1" + len(data).to_bytes(8, "big") + data
+
+
+def _canonical_multipart(body: bytes, content_type: str, volatile_fields: tuple[str, ...]) -> bytes:
+    boundary = multipart.boundary_of(content_type)
+    parts = multipart.parse(body, boundary) if boundary is not None else None
+    if parts is None:
+        return body
+    dropped = _volatile_names(volatile_fields)
+    canonical = [MULTIPART_TYPE.encode()]
+    for part in parts:
+        if dropped is not None and dropped.fullmatch(part.name):
+            continue
+        pointers = _part_pointers(volatile_fields, part.name)
+        content = part.content
+        if pointers or part.content_type.endswith(JSON_TYPES):
+            content = _json_or_bytes(content, pointers)
+        for value in (part.name, part.filename, part.content_type, content):
+            canonical.append(_framed(value))
+    return b"".join(canonical)
+
+
 def canonical_body(body: bytes, content_type: str, volatile_fields: tuple[str, ...]) -> bytes:
+    """``body`` (decoded already) in the form that decides whether two requests are one."""
+    if not body:
+        return body
     media_type = _media_type(content_type)
-    if media_type.endswith(JSON_TYPES) and body:
-        try:
-            return _canonical_json(body, volatile_fields)
-        except (ValueError, RecursionError):  # not JSON after all: take the bytes as they are
-            return body
-    if media_type == FORM_TYPE and body:
-        try:
-            pairs = parse_qsl(body.decode("ascii"), keep_blank_values=True, strict_parsing=True)
-        except (UnicodeDecodeError, ValueError):
-            return body
-        dropped = {_form_field(pointer_tokens(pointer)) for pointer in volatile_fields}
-        return urlencode(sorted(pair for pair in pairs if pair[0] not in dropped)).encode()
+    if media_type.endswith(JSON_TYPES):
+        return _json_or_bytes(body, volatile_fields)
+    if media_type == FORM_TYPE:
+        return _canonical_form(body, volatile_fields)
+    if media_type == MULTIPART_TYPE:
+        return _canonical_multipart(body, content_type, volatile_fields)
     return body
 
 

@@ -7,6 +7,8 @@ import re
 import orjson
 
 _MISSING = object()
+# In a volatile field's pointer, a token that stands for every member (no literal "*" key then).
+WILDCARD = "*"
 # What a pointer a policy may name looks like: '/id', '/record/createdAt', '/a~1b'.
 POINTER_SYNTAX = re.compile(r"^(/([^~/]|~[01])*)+$")
 
@@ -34,16 +36,41 @@ def resolve(document: object, pointer: str) -> object | None:
 
 
 def remove(document: object, pointer: str) -> None:
-    """Remove the value at ``pointer`` in place; a pointer that does not resolve is a no-op."""
-    *parents, last = pointer_tokens(pointer)
-    node = document
-    for token in parents:
-        node = _step(node, token)
-    if isinstance(node, dict):
-        node.pop(last, None)
-    elif isinstance(node, list) and last.isdigit() and int(last) < len(node):
+    """Remove the value at ``pointer`` in place; a pointer that does not resolve is a no-op.
+
+    A ``*`` token stands for every element of an array and every member of an object, so
+    ``/writes/*/value/createdAt`` reaches the ``createdAt`` of each write.
+    """
+    _remove(document, pointer_tokens(pointer))
+
+
+def _remove(node: object, tokens: list[str]) -> None:
+    token, *rest = tokens
+    if rest:
+        for child in _children(node, token):
+            _remove(child, rest)
+    elif isinstance(node, dict):
+        if token == WILDCARD:
+            node.clear()
+        else:
+            node.pop(token, None)
+    elif isinstance(node, list):
         # Replace rather than delete so the positions of later elements keep their meaning.
-        node[int(last)] = None
+        if token == WILDCARD:
+            node[:] = [None] * len(node)
+        elif token.isdigit() and int(token) < len(node):
+            node[int(token)] = None
+
+
+def _children(node: object, token: str) -> list[object]:
+    if token != WILDCARD:
+        child = _step(node, token)
+        return [] if child is _MISSING else [child]
+    if isinstance(node, dict):
+        return list(node.values())
+    if isinstance(node, list):
+        return list(node)
+    return []
 
 
 def replace_at(document: object, pointer: str, value: object) -> bool:

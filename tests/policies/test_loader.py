@@ -47,6 +47,7 @@ BAD_POLICIES = [
     # a bad pointer
     ("name: x\ndefault:\n  name: w\n  volatile_fields: [nonce]\n", 4, "not a JSON pointer"),
     ("name: x\ndefault: {name: w, external_id: id}", 2, "write it like '/nonce'"),
+    ("name: x\ndefault: {name: w, external_id: /items/*/id}", 2, "'*' is for volatile_fields"),
     # an unknown adapter
     ("name: x\nadapter: strip\ndefault: {name: w}", 2, "'strip' is not allowed"),
     # impossible windows

@@ -13,6 +13,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from idemproxy.jsonpointer import WILDCARD, pointer_tokens
 from idemproxy.policies.append import AppendRule
 from idemproxy.policies.compensation import Compensation
 from idemproxy.policies.templates import is_param, is_rest, methods_cover, segments, template_covers
@@ -168,6 +169,10 @@ class Route(Frozen):
     def _external_id_pointer(cls, value: str | None) -> str | None:
         if value is not None:
             _check_pointer(value)
+            if WILDCARD in pointer_tokens(value):
+                raise ValueError(
+                    f"external_id {value!r} must name one value: '*' is for volatile_fields"
+                )
         return value
 
     @field_validator("not_applied_statuses")
