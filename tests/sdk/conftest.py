@@ -31,7 +31,7 @@ routes:
   - name: create_message
     match: {{methods: [POST], path: "/{{version}}/channels/{{channel_id}}/messages"}}
     native_key: true
-    volatile_fields: [/nonce]
+    volatile_fields: [/nonce, /payload_json/nonce]
 default: {{name: other, effect: safe}}
 """
 

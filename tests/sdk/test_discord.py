@@ -6,6 +6,7 @@ the tool-call headers from an aiohttp trace hook, the one per-request hook the c
 
 from __future__ import annotations
 
+import io
 import itertools
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -18,7 +19,7 @@ import orjson
 import pytest
 
 from tests.sdk.conftest import Fakes, tool_call
-from tests.support.fakes.service import Fault, Planned
+from tests.support.fakes.service import Fault, Planned, form_parts
 from tests.support.processes import ServedProxy
 
 _channels = itertools.count(1)
@@ -64,6 +65,14 @@ async def bot(headers: dict[str, str]) -> AsyncIterator[discord.Client]:
 async def send(channel_id: int, text: str, headers: dict[str, str]) -> discord.Message:
     async with bot(headers) as client:
         return await client.get_partial_messageable(channel_id).send(text)
+
+
+async def send_with_file(channel_id: int, text: str, headers: dict[str, str]) -> discord.Message:
+    """A send with an attachment: discord.py makes it a multipart body with a random boundary
+    and a random nonce inside its ``payload_json`` part."""
+    async with bot(headers) as client:
+        report = discord.File(io.BytesIO(b"figures for " + text.encode()), filename="report.txt")
+        return await client.get_partial_messageable(channel_id).send(text, file=report)
 
 
 def messages(fakes: Fakes, channel_id: int) -> list[dict[str, Any]]:
@@ -150,3 +159,43 @@ async def test_after_the_nonce_window_an_unknown_outcome_waits_for_review(
     assert "review" in rerun.value.text
     assert len(messages(fakes, channel_id)) == 1
     assert len(fakes.discord.seen_on(f"/channels/{channel_id}/")) == 1
+
+
+@pytest.mark.usefixtures("via")
+async def test_a_rerun_of_a_send_with_a_file_replays_the_same_message(
+    fakes: Fakes, run_id: str, channel_id: int
+) -> None:
+    first = await send_with_file(channel_id, f"attached {run_id}", tool_call(run_id))
+    again = await send_with_file(channel_id, f"attached {run_id}", tool_call(run_id))
+
+    assert again.id == first.id
+    created = messages(fakes, channel_id)
+    assert len(created) == 1
+    assert created[0]["attachments"][0]["filename"] == "report.txt"
+    # The nonce Discord saw inside payload_json is the proxy's, derived from the tool call.
+    assert not str(created[0]["nonce"]).isdigit()
+
+
+@pytest.mark.usefixtures("via")
+async def test_a_lost_connection_on_a_send_with_a_file_is_settled_by_its_nonce(
+    fakes: Fakes, run_id: str, channel_id: int
+) -> None:
+    fakes.discord.plan("message", Planned(Fault.DROP_AFTER))
+
+    message = await send_with_file(channel_id, f"dropped file {run_id}", tool_call(run_id))
+
+    # discord.py retried the proxy's 502; the proxy re-sent under the same enforced nonce,
+    # and Discord answered with the message the first attempt had made.
+    created = messages(fakes, channel_id)
+    assert len(created) == 1
+    assert message.id == int(created[0]["id"])
+    sent = fakes.discord.seen_on(f"/channels/{channel_id}/")
+    assert len(sent) == 2
+    payloads = [
+        orjson.loads(form_parts(s.headers["Content-Type"], s.body)["payload_json"][1]) for s in sent
+    ]
+    # Both attempts carried the nonce derived from the tool call, enforced, not discord.py's
+    # random one: a fresh send after a crash would carry it too.
+    assert {p["nonce"] for p in payloads} == {created[0]["nonce"]}
+    assert not str(created[0]["nonce"]).isdigit()
+    assert all(p["enforce_nonce"] is True for p in payloads)

@@ -6,6 +6,9 @@ is what the SDKs' own retries do.
 
 from __future__ import annotations
 
+import contextlib
+import time
+
 import anthropic
 import openai
 import pytest
@@ -110,3 +113,36 @@ def test_a_generation_cut_off_is_generated_again_by_the_sdk_retry(
     made = service.made_for(run_id)
     assert len(made) == 2
     assert answer.id == made[1]["id"]
+
+
+def upload(proxy: ServedProxy, run_id: str, timeout_s: float) -> openai.types.FileObject:
+    client = openai.OpenAI(
+        api_key="sk-test",
+        base_url=f"{proxy.url}/openai/v1",
+        default_headers=tool_call(run_id),
+        max_retries=2,
+        timeout=timeout_s,
+    )
+    with client:
+        notes = (f"notes-{run_id}.txt", f"notes of {run_id}".encode(), "text/plain")
+        return client.files.create(file=notes, purpose="assistants")
+
+
+def test_openai_sdk_retries_of_a_slow_file_upload_make_one_file(
+    proxy: ServedProxy, fakes: Fakes, run_id: str
+) -> None:
+    # The first upload takes longer than the SDK waits: it times out and retries, each retry a
+    # multipart body with a new random boundary.
+    fakes.openai.plan("upload", Planned(Fault.SLOW, delay_s=1.5))
+    # If every retry times out too, the agent restarts and runs the tool call again.
+    with contextlib.suppress(openai.APITimeoutError):
+        upload(proxy, run_id, timeout_s=0.5)
+    deadline = time.monotonic() + 5
+    while not fakes.openai.made_for(run_id) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+    rerun = upload(proxy, run_id, timeout_s=10)
+
+    made = fakes.openai.made_for(run_id)
+    assert len(made) == 1
+    assert rerun.id == made[0]["id"]

@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl
 import orjson
 from aiohttp import web
 
-from tests.support.fakes.service import Service, json_answer, perform
+from tests.support.fakes.service import Service, form_parts, json_answer, perform
 
 
 class ChatService(Service):
@@ -104,6 +104,28 @@ async def anthropic_messages(request: web.Request) -> web.Response:
     return await perform(request, service, "generate", apply)
 
 
+async def openai_upload_file(request: web.Request) -> web.Response:
+    service = request.app[CHAT]
+    parts = form_parts(request.headers["Content-Type"], await service.record(request))
+    filename, content = parts["file"]
+
+    def apply() -> web.Response:
+        number = service.next_number()
+        uploaded = {
+            "id": f"file-{number:04d}",
+            "object": "file",
+            "bytes": len(content),
+            "created_at": 1767225600 + number,
+            "filename": filename,
+            "purpose": parts["purpose"][1].decode(),
+            "status": "processed",
+        }
+        request_part = {"filename": filename, "content": content.decode("utf-8", "replace")}
+        return service.made(request_part, uploaded)
+
+    return await perform(request, service, "upload", apply)
+
+
 async def list_models(request: web.Request) -> web.Response:
     await request.app[CHAT].record(request)
     model = {"id": "model-1", "object": "model", "created": 1767225600, "owned_by": "test"}
@@ -123,6 +145,7 @@ def build_chat_app() -> web.Application:
     app.router.add_post("/slack/api/auth.test", slack_auth_test)
     app.router.add_post("/openai/v1/chat/completions", openai_chat)
     app.router.add_get("/openai/v1/models", list_models)
+    app.router.add_post("/openai/v1/files", openai_upload_file)
     app.router.add_post("/anthropic/v1/messages", anthropic_messages)
     app.router.add_get("/anthropic/v1/models", list_models)
     return app

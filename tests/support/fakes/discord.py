@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tests.support.fakes.service import Service, json_answer, perform
+from tests.support.fakes.service import Service, form_parts, json_answer, perform
 
 BOT = {
     "id": "1100000000000000001",
@@ -87,7 +87,17 @@ async def create_message(request: web.Request) -> web.Response:
     body = await service.record(request)
     if not request.headers.get("Authorization", "").startswith("Bot "):
         return json_answer({"message": "401: Unauthorized", "code": 0}, status=401)
-    payload: dict[str, Any] = orjson.loads(body)
+    attachments: list[dict[str, Any]] = []
+    if request.content_type == "multipart/form-data":
+        # Sends with files: the JSON is the payload_json part, each file a files[N] part.
+        parts = form_parts(request.headers["Content-Type"], body)
+        payload: dict[str, Any] = orjson.loads(parts.pop("payload_json")[1])
+        for number, (name, (filename, content)) in enumerate(sorted(parts.items())):
+            url = f"https://cdn.discordapp.com/attachments/0/{number}/{filename or name}"
+            attachments.append({"id": str(number), "filename": filename or name,
+                                "size": len(content), "url": url, "proxy_url": url})  # fmt: skip
+    else:
+        payload = orjson.loads(body)
     channel_id = request.match_info["channel_id"]
     nonce = str(payload.get("nonce", ""))
     if payload.get("enforce_nonce") and nonce:
@@ -97,6 +107,7 @@ async def create_message(request: web.Request) -> web.Response:
 
     def apply() -> web.Response:
         message = _message(channel_id, payload, next(service._ids))
+        message["attachments"] = attachments
         service.messages.append(message)
         service.effects.append(message)
         if nonce:

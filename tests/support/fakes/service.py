@@ -8,6 +8,8 @@ connection, the way real upstreams fail.
 from __future__ import annotations
 
 import asyncio
+import email
+import email.policy
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ class Fault(StrEnum):
     FAIL_AFTER = "fail_after"  # apply, then answer an error status
     DROP_BEFORE = "drop_before"  # cut the connection; nothing applied
     DROP_AFTER = "drop_after"  # apply, then cut the connection
+    SLOW = "slow"  # wait delay_s, then apply and answer as usual
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class Planned:
     status: int = 500
     body: dict[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
 
 
 @dataclass
@@ -97,10 +101,27 @@ async def perform(
         return json_answer(planned.body, planned.status, planned.headers)
     if planned.fault is Fault.DROP_BEFORE:
         return await cut(request)
+    if planned.fault is Fault.SLOW:
+        await asyncio.sleep(planned.delay_s)
+        return apply()
     apply()
     if planned.fault is Fault.FAIL_AFTER:
         return json_answer(planned.body, planned.status, planned.headers)
     return await cut(request)
+
+
+def form_parts(content_type: str, body: bytes) -> dict[str, tuple[str | None, bytes]]:
+    """A multipart/form-data body's parts by name: (filename, content), as a server reads it."""
+    head = f"Content-Type: {content_type}\r\n\r\n".encode()
+    message = email.message_from_bytes(head + body, policy=email.policy.HTTP)
+    parts: dict[str, tuple[str | None, bytes]] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        content = part.get_payload(decode=True)
+        assert isinstance(name, str)
+        assert isinstance(content, bytes)
+        parts[name] = (part.get_filename(), content)
+    return parts
 
 
 def json_answer(
