@@ -24,8 +24,8 @@ FP = "f" * 64
 ids = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=40)
 
 
-def resolve(headers: KeyHeaders, route: Route = ROUTE, fp: str = FP, now_s: float = 0.0):  # type: ignore[no-untyped-def]
-    return resolve_effect_key(headers, route, "agent", fp, now_s)
+def resolve(headers: KeyHeaders, route: Route = ROUTE, fp: str = FP):  # type: ignore[no-untyped-def]
+    return resolve_effect_key(headers, route, "agent", fp)
 
 
 def test_tool_call_wins_over_an_sdk_key() -> None:
@@ -64,9 +64,11 @@ def test_missing_key_follows_the_route() -> None:
     passthrough = Route(name="w", on_missing_key=OnMissingKey.PASSTHROUGH)
     assert resolve(KeyHeaders(), passthrough) is None
     content = Route(name="w", on_missing_key=OnMissingKey.CONTENT, content_window_s=60)
-    first = resolve(KeyHeaders(), content, now_s=120.0)
-    assert first == resolve(KeyHeaders(), content, now_s=179.0)
-    assert first != resolve(KeyHeaders(), content, now_s=180.0)
+    keyed = resolve(KeyHeaders(), content)
+    assert keyed is not None
+    assert keyed.source is KeySource.CONTENT
+    # No time in the key: the record's life (content_window_s) is the window.
+    assert keyed == resolve(KeyHeaders(), content)
 
 
 def test_pinned_agent_refuses_another() -> None:

@@ -120,7 +120,6 @@ def resolve_effect_key(
     route: Route,
     agent: str,
     request_fingerprint: str,
-    now_s: float,
 ) -> EffectKey | None:
     """The effect key of a request on an effectful route; None means forward unprotected."""
     action = _checked_id(ACTION_HEADER, headers.action) if headers.action else route.name
@@ -153,8 +152,10 @@ def resolve_effect_key(
     if route.on_missing_key is OnMissingKey.PASSTHROUGH:
         return None
     if route.on_missing_key is OnMissingKey.CONTENT:
-        window = int(now_s // route.content_window_s)
-        effect_id = f"ct:{window}:{request_fingerprint[:32]}"
+        # The window slides: the record of this content lives content_window_s (the flow sets
+        # its TTL), so a retry is one effect with the first for that long after it, whatever
+        # the clock reads. Fixed buckets split a retry from its first attempt at every edge.
+        effect_id = f"ct:{request_fingerprint[:32]}"
         record_key = RecordKey(agent, effect_id)
         return EffectKey(record_key, KeySource.CONTENT, explicit=False, action=action)
     raise RequestRefused(

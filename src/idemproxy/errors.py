@@ -32,6 +32,7 @@ class ProblemCode(StrEnum):
     REQUEST_IN_PROGRESS = "request-in-progress"
     OUTCOME_UNKNOWN = "outcome-unknown"
     BODY_TOO_LARGE = "body-too-large"
+    UNSUPPORTED_CONTENT_ENCODING = "unsupported-content-encoding"
     IDEMPOTENCY_KEY_REUSED = "idempotency-key-reused"
     UPSTREAM_UNREACHABLE = "upstream-unreachable"
     UPSTREAM_DISCONNECTED = "upstream-disconnected"

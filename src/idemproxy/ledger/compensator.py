@@ -104,7 +104,7 @@ def compensation_headers(record: EffectRecord) -> KeyHeaders:
 def compensation_key(record: EffectRecord) -> RecordKey:
     """Where the compensation of ``record`` is recorded: the key the proxy derives from its
     headers (an explicit step, so the route and the request do not enter it)."""
-    key = resolve_effect_key(compensation_headers(record), _ANY_ROUTE, record.key.agent, "", 0)
+    key = resolve_effect_key(compensation_headers(record), _ANY_ROUTE, record.key.agent, "")
     assert key is not None  # a batch and a tool call always make a key
     return key.record_key
 

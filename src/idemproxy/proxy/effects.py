@@ -207,6 +207,7 @@ class EffectFlow:
     ) -> tuple[web.StreamResponse, Outcome | ProblemCode]:
         route, upstream = ctx.route, ctx.target.upstream
         headers = upstream_request_headers(ctx.request.headers, keep_length=False)
+        headers.popall("Content-Encoding", None)  # the body was decoded on arrival
         sent = self.native.outgoing(ctx)  # the agent's request, carrying the native key
         headers.update(sent.headers)
         try:

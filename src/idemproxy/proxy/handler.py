@@ -18,9 +18,11 @@ from idemproxy.effectkeys import (
     STEP_HEADER,
     TOOL_CALL_HEADER,
     KeyHeaders,
+    KeySource,
     resolve_agent,
     resolve_effect_key,
 )
+from idemproxy.encodings import UndecodableBody, decoded
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.fingerprint import fingerprint
 from idemproxy.logs import info_fields
@@ -100,12 +102,39 @@ async def _read_within(request: web.Request, limit_bytes: int) -> bytes:
     return bytes(body)
 
 
-def body_too_large(limit_bytes: int) -> RequestRefused:
+def decoded_body(request: web.Request, body: bytes, limit_bytes: int) -> bytes:
+    """The request body with its content coding undone, within the route's limit.
+
+    An effect's identity is its content: the same JSON gzipped a second later (gzip stores a
+    timestamp) is the same effect. The decoded body is also what is forwarded, so what the
+    upstream gets is what was fingerprinted and what an adapter rewrote.
+    """
+    coding = request.headers.get("Content-Encoding", "")
+    if not coding:
+        return body
+    try:
+        return decoded(body, coding, limit_bytes)
+    except UndecodableBody as exc:
+        if exc.too_large:
+            raise body_too_large(limit_bytes, when_decoded=True) from exc
+        if exc.unsupported:
+            raise RequestRefused(ProblemCode.UNSUPPORTED_CONTENT_ENCODING, str(exc)) from exc
+        raise RequestRefused(
+            ProblemCode.INVALID_REQUEST,
+            f"the request says Content-Encoding: {coding} but {exc}; nothing was sent: send the"
+            " body encoded as it says, or uncompressed without Content-Encoding",
+        ) from exc
+
+
+def body_too_large(limit_bytes: int, *, when_decoded: bool = False) -> RequestRefused:
+    what = "decodes to more than" if when_decoded else "exceeds"
     return RequestRefused(
         ProblemCode.BODY_TOO_LARGE,
-        f"the request body exceeds this route's limit of {limit_bytes} bytes; send less, or raise"
-        " max_body_bytes in the route's policy",
+        f"the request body {what} this route's limit of {limit_bytes} bytes; send less, or"
+        " raise max_body_bytes in the route's policy",
     )
+
+
 
 
 class ProxyHandler:
@@ -172,7 +201,9 @@ class ProxyHandler:
                 retry_after_s=1,
             )
         agent = resolve_agent(headers, state.config.agent_id, state.config.allow_agent_header)
-        body = await read_body(request, route.max_body_bytes)
+        body = decoded_body(
+            request, await read_body(request, route.max_body_bytes), route.max_body_bytes
+        )
         request_fingerprint = fingerprint(
             request.method,
             target.upstream.name,
@@ -182,7 +213,7 @@ class ProxyHandler:
             request.headers.get("Content-Type", ""),
             route.volatile_fields,
         )
-        key = resolve_effect_key(headers, route, agent, request_fingerprint, time.time())
+        key = resolve_effect_key(headers, route, agent, request_fingerprint)
         if key is None:
             await self._pauses.check(agent)
             response = await self._forward_unrecorded(
@@ -190,6 +221,9 @@ class ProxyHandler:
             )
             return response, Outcome.PASSTHROUGH, None
         assert state.flow is not None
+        if key.source is KeySource.CONTENT:
+            # One effect per content for the window: its record lives exactly that long.
+            route = route.model_copy(update={"ttl_s": route.content_window_s})
         operator = COMPENSATES_HEADER in request.headers
         context = EffectContext(
             request, target, route, key, body, request_fingerprint, operator=operator
@@ -218,6 +252,8 @@ class ProxyHandler:
             body = await read_body(request, route.max_body_bytes) if request.body_exists else None
             streamed = False
         headers = upstream_request_headers(request.headers, keep_length=streamed)
+        if body is not None and route.effect is not EffectClass.SAFE:
+            headers.popall("Content-Encoding", None)  # the body was decoded on arrival
         rewriting = rewrites_endpoints(target)
         if rewriting:
             ask_identity_encoding(headers)

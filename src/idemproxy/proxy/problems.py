@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from idemproxy.encodings import ACCEPTED
 from idemproxy.errors import ProblemCode
 
 PROBLEM_TYPE_BASE = "https://idemproxy.dev/problems/"
@@ -20,6 +21,7 @@ _STATUS: dict[ProblemCode, tuple[int, str]] = {
     ProblemCode.REQUEST_IN_PROGRESS: (409, "Request in progress"),
     ProblemCode.OUTCOME_UNKNOWN: (409, "Outcome unknown"),
     ProblemCode.BODY_TOO_LARGE: (413, "Request body too large"),
+    ProblemCode.UNSUPPORTED_CONTENT_ENCODING: (415, "Unsupported content encoding"),
     ProblemCode.IDEMPOTENCY_KEY_REUSED: (422, "Idempotency key reused"),
     ProblemCode.UPSTREAM_UNREACHABLE: (502, "Upstream unreachable"),
     ProblemCode.UPSTREAM_DISCONNECTED: (502, "Upstream connection lost"),
@@ -81,6 +83,8 @@ def problem_response(
         headers["Idem-Key"] = effect_key
     if retry_after_s is not None:
         headers["Retry-After"] = str(retry_after_s)
+    if code is ProblemCode.UNSUPPORTED_CONTENT_ENCODING:
+        headers["Accept-Encoding"] = ACCEPTED  # what to send instead (RFC 9110 section 12.5.3)
     return web.Response(
         status=status,
         body=orjson.dumps(document),
