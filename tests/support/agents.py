@@ -3,7 +3,10 @@
 An agent works through batches of tool calls. Sometimes a second worker runs the same batch at
 the same time (an agent restarted while its old instance was still going), and sometimes a
 finished batch is run again whole (a recovery run). Every call carries the batch and tool-call
-headers and a body that never changes between repeats, so every repeat is the same effect.
+headers and the same content on every repeat, but each attempt encodes it anew, as SDKs do: a
+fresh random nonce (a volatile field), and as plain JSON, gzipped with a fresh timestamp, or
+multipart with a fresh boundary and the JSON in a ``payload_json`` part. So every repeat is the
+same effect only if the proxy sees through the encoding.
 
 What an agent does with an answer (:func:`verdict`) is what the SPEC tells it to: retry when
 nothing can have happened or the proxy asks it to come back, stop on an answer, and stop on an
@@ -13,6 +16,7 @@ unknown outcome, which waits for review.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -48,15 +52,42 @@ class ToolCall:
         return f"{self.agent}/{self.batch}/{self.call}"
 
     def headers(self) -> dict[str, str]:
-        return {
-            "Idem-Agent": self.agent,
-            "Idem-Batch": self.batch,
-            "Idem-Tool-Call": self.call,
-            "Content-Type": "application/json",
-        }
+        return {"Idem-Agent": self.agent, "Idem-Batch": self.batch, "Idem-Tool-Call": self.call}
 
-    def body(self) -> bytes:
-        return orjson.dumps({"effect": self.effect, "text": f"result of {self.call}"})
+    def content(self, nonce: int) -> bytes:
+        document = {"effect": self.effect, "text": f"result of {self.call}", "nonce": nonce}
+        return orjson.dumps(document)
+
+
+class Encoding(StrEnum):
+    JSON = "json"
+    GZIP = "gzip"  # Content-Encoding: gzip, its header's timestamp drawn at random
+    MULTIPART = "multipart"  # the JSON in a payload_json part, beside a file
+
+
+# What the agents' requests leave out of the digest: the nonce, wherever it stands.
+VOLATILE_FIELDS = ("/nonce", "/payload_json/nonce")
+
+
+def encoded(call: ToolCall, encoding: Encoding, rng: random.Random) -> tuple[bytes, dict[str, str]]:
+    """One attempt's body and headers: the call's content, encoded afresh."""
+    content = call.content(nonce=rng.getrandbits(32))
+    headers = call.headers()
+    if encoding is Encoding.JSON:
+        return content, {**headers, "Content-Type": "application/json"}
+    if encoding is Encoding.GZIP:
+        body = gzip.compress(content, mtime=rng.getrandbits(31))
+        return body, {**headers, "Content-Type": "application/json", "Content-Encoding": "gzip"}
+    boundary = f"chaos-{rng.getrandbits(64):016x}"
+    parts = (
+        b'Content-Disposition: form-data; name="payload_json"\r\n'
+        b"Content-Type: application/json\r\n\r\n" + content,
+        b'Content-Disposition: form-data; name="files[0]"; filename="result.txt"\r\n'
+        b"Content-Type: text/plain\r\n\r\n" + call.effect.encode(),
+    )
+    delimiter = f"--{boundary}\r\n".encode()
+    body = b"".join(delimiter + part + b"\r\n" for part in parts) + f"--{boundary}--\r\n".encode()
+    return body, {**headers, "Content-Type": f"multipart/form-data; boundary={boundary}"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,12 +114,15 @@ def verdict(status: int, outcome: str) -> Verdict:
     return Verdict.ANOMALY
 
 
-async def send(session: aiohttp.ClientSession, proxy_url: str, call: ToolCall) -> Answer:
+async def send(
+    session: aiohttp.ClientSession, proxy_url: str, request: tuple[bytes, dict[str, str]]
+) -> Answer:
+    body, headers = request
     try:
         async with session.post(
             f"{proxy_url}/up/effects",
-            data=call.body(),
-            headers=call.headers(),
+            data=body,
+            headers=headers,
             timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S),
         ) as response:
             body = await response.read()
@@ -113,6 +147,7 @@ class Journal:
     sent: int = 0
     answers: dict[ToolCall, list[Answer]] = field(default_factory=dict)
     outcomes: Counter[str] = field(default_factory=Counter)
+    encodings: Counter[Encoding] = field(default_factory=Counter)
     calls: list[ToolCall] = field(default_factory=list)
     spent: asyncio.Event = field(default_factory=asyncio.Event)  # set once the budget is used
 
@@ -135,6 +170,10 @@ class AgentPlan:
     max_tries: int = 12
     backoff_s: float = 0.1
     think_s: float = 0.05  # most an agent pauses between two tool calls
+    # A tool call's client sends multipart or JSON every time, fresh boundaries or nonces
+    # aside; a JSON body may go gzipped on one attempt and plain on the next.
+    multipart_rate: float = 0.3
+    gzip_rate: float = 0.4
 
 
 class Agent:
@@ -175,12 +214,21 @@ class Agent:
             await self.call(call)
             await asyncio.sleep(self.rng.uniform(0, self.plan.think_s))
 
+    def encoding(self, call: ToolCall) -> Encoding:
+        """How this attempt of ``call`` is encoded: its kind of body is the call's own."""
+        if random.Random(call.effect).random() < self.plan.multipart_rate:
+            return Encoding.MULTIPART
+        return Encoding.GZIP if self.rng.random() < self.plan.gzip_rate else Encoding.JSON
+
     async def call(self, call: ToolCall) -> Answer:
         """Send until the answer is final, as an agent's SDK retry loop would."""
         answer = Answer(0, "never-sent", "", None)
         for attempt in range(self.plan.max_tries):
             self.journal.sent += 1
-            answer = await send(self.session, self.pick_proxy(), call)
+            encoding = self.encoding(call)
+            self.journal.encodings[encoding] += 1
+            request = encoded(call, encoding, self.rng)
+            answer = await send(self.session, self.pick_proxy(), request)
             self.journal.note(call, answer)
             if answer.verdict is not Verdict.RETRY:
                 return answer

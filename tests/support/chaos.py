@@ -163,6 +163,7 @@ def _figures(
         "proxies": len(fleet.proxies),
         "agents": profile.agents,
         "requests": journal.sent,
+        "request_encodings": {str(k): v for k, v in sorted(journal.encodings.items())},
         "effects": report.effects,
         "applied_at_upstream": report.applied,
         "final_states": dict(sorted(report.states.items())),

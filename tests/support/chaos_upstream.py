@@ -2,7 +2,8 @@
 
 Run as a subprocess (``python -m tests.support.chaos_upstream PORT``) by the chaos and cluster
 suites. Each effect is ``POST /<anything>/effects`` with a JSON body whose ``effect`` field names
-the effect; the ledger groups applications by it, so an effect applied twice is plain to see.
+the effect (or a multipart body whose ``payload_json`` part is that JSON); the ledger groups
+applications by it, so an effect applied twice is plain to see.
 
 Faults are drawn per request from rates the test sets with ``PUT /_faults``; what each one
 models, and whether the effect took place:
@@ -41,6 +42,7 @@ import orjson
 from aiohttp import web
 
 from idemproxy.ledger import signature
+from tests.support.fakes.service import form_parts
 
 
 class Fault(StrEnum):
@@ -87,10 +89,16 @@ class Ledger:
 LEDGER = web.AppKey("ledger", Ledger)
 
 
+def effect_named(request: web.Request, body: bytes) -> str:
+    """The ``effect`` of a JSON body, or of the ``payload_json`` part of a multipart one."""
+    if request.content_type == "multipart/form-data":
+        body = form_parts(request.headers["Content-Type"], body)["payload_json"][1]
+    return str(orjson.loads(body)["effect"])
+
+
 async def effects(request: web.Request) -> web.StreamResponse:
     ledger = request.app[LEDGER]
-    body = orjson.loads(await request.read())
-    effect = str(body["effect"])
+    effect = effect_named(request, await request.read())
     ledger.received[effect] += 1
     fault = ledger.draw()
     if fault is not None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from tests.support.agents import VOLATILE_FIELDS
 from tests.support.processes import RedisServer, ServedProxy, UpstreamProcess, http_get
 
 CONTROLLER_SECRET = "chaos-controller-signing-secret-0123456789"
@@ -128,7 +129,8 @@ def write_proxy_config(
     policy = path.with_name(path.stem + "-policy.yaml")
     policy.write_text(
         "name: chaos\nroutes: []\n"
-        f"default: {{name: write, lease_ms: {lease_ms}, coalesce_wait_ms: {coalesce_wait_ms}}}\n"
+        f"default: {{name: write, lease_ms: {lease_ms}, coalesce_wait_ms: {coalesce_wait_ms},"
+        f" volatile_fields: [{', '.join(VOLATILE_FIELDS)}]}}\n"
     )
     upstream = f"url: '{upstream_url}/api', policy: '{policy}', read_timeout_s: {read_timeout_s}"
     # Short controller timings, so deliveries catch up within a test after faults.
