@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from multidict import CIMultiDict, MultiMapping
 
+from idemproxy.encodings import decodable_only
+
 HOP_BY_HOP = frozenset(
     {
         "connection",
@@ -97,6 +99,14 @@ def upstream_request_headers(headers: MultiMapping[str], *, keep_length: bool) -
     if keep_length and "Content-Length" in headers:
         kept["Content-Length"] = headers["Content-Length"]
     return kept
+
+
+def ask_decodable_codings(headers: CIMultiDict[str]) -> None:
+    """Narrow the agent's ``Accept-Encoding`` to codings the proxy can undo, so that it can
+    read every answer it records (external ids, compensations); no value stays no value."""
+    accepted = headers.getall("Accept-Encoding", [])
+    if accepted:
+        headers["Accept-Encoding"] = decodable_only(", ".join(accepted))
 
 
 def client_response_headers(headers: MultiMapping[str]) -> CIMultiDict[str]:
