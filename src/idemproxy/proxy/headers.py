@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from multidict import CIMultiDict, MultiMapping
 
-from idemproxy.encodings import decodable_only
+from idemproxy.encodings import IDENTITY, decodable_only
 
 HOP_BY_HOP = frozenset(
     {
@@ -107,6 +107,16 @@ def ask_decodable_codings(headers: CIMultiDict[str]) -> None:
     accepted = headers.getall("Accept-Encoding", [])
     if accepted:
         headers["Accept-Encoding"] = decodable_only(", ".join(accepted))
+
+
+def own_read_headers(agent_headers: MultiMapping[str]) -> CIMultiDict[str]:
+    """The headers of a read the proxy sends on its own (a read-back): the agent's credentials,
+    no body headers, and an uncompressed answer, which is the simplest to read and to store."""
+    headers = upstream_request_headers(agent_headers, keep_length=False)
+    for name in ("Content-Type", "Content-Encoding"):
+        headers.popall(name, None)
+    headers["Accept-Encoding"] = IDENTITY
+    return headers
 
 
 def client_response_headers(headers: MultiMapping[str]) -> CIMultiDict[str]:
