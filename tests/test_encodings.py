@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from idemproxy.encodings import UndecodableBody, codings, decoded
+from idemproxy.encodings import UndecodableBody, codings, decodable_only, decoded
 
 BODY = b'{"content": "hello"}' * 50
 
@@ -76,3 +76,18 @@ def test_a_coding_without_a_decoder_says_what_to_send(coding: str) -> None:
 
 def test_codings_are_listed_in_the_order_applied() -> None:
     assert codings("gzip, identity ,Deflate") == ["gzip", "deflate"]
+
+
+@pytest.mark.parametrize(
+    ("accept_encoding", "narrowed"),
+    [
+        ("gzip, deflate, br, zstd", "gzip, deflate"),
+        ("br;q=1.0, GZIP;q=0.8, x-gzip", "GZIP;q=0.8, x-gzip"),
+        ("identity;q=0.5, *", "identity;q=0.5"),
+        ("br, zstd", "identity"),
+        ("*", "identity"),
+        ("", "identity"),
+    ],
+)
+def test_only_codings_the_proxy_decodes_are_asked_for(accept_encoding: str, narrowed: str) -> None:
+    assert decodable_only(accept_encoding) == narrowed

@@ -38,6 +38,21 @@ def codings(content_encoding: str) -> list[str]:
 
 # What this module decodes, in the form of an ``Accept-Encoding`` value.
 ACCEPTED = "gzip, deflate"
+_DECODABLE = _GZIP | {_DEFLATE, IDENTITY}
+
+
+def decodable_only(accept_encoding: str) -> str:
+    """``accept_encoding`` with only the codings this module decodes left in it.
+
+    A coding keeps its weight (``gzip;q=0.5``); ``*`` goes, as it would let the sender pick br
+    or zstd. With nothing left the answer is asked for uncompressed.
+    """
+    kept = [
+        element.strip()
+        for element in accept_encoding.split(",")
+        if element.split(";", 1)[0].strip().lower() in _DECODABLE
+    ]
+    return ", ".join(kept) or IDENTITY
 
 
 def decoded(body: bytes, content_encoding: str, limit_bytes: int) -> bytes:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Mapping
+from dataclasses import replace
 from urllib.parse import parse_qsl
 
 import orjson
@@ -98,3 +100,26 @@ def test_a_route_without_compensation_cannot_be_undone() -> None:
     item = Compensator(policies, NothingSent()).plan_item(record, None)
     assert (item.undo.state, item.outgoing) == (UndoState.CANNOT, None)
     assert item.undo.detail == "route 'write' declares no compensation"
+
+
+def gzipped(record: EffectRecord, *, truncated: bool = False) -> EffectRecord:
+    """``record`` as it is stored when the agent asked for gzip and the upstream obliged."""
+    assert record.response is not None
+    body = gzip.compress(record.response.body)
+    headers = (*record.response.headers, ("Content-Encoding", "gzip"))
+    stored = StoredResponse(200, headers, body[: len(body) // 2] if truncated else body, truncated)
+    return replace(record, response=stored)
+
+
+def test_a_message_whose_answer_was_gzipped_is_deleted_by_its_id() -> None:
+    message = effect("discord", "POST", "/v10/channels/81/messages", {"id": "1200000000000000001"})
+    sent = plan(gzipped(message))
+    assert (sent.method, sent.path) == ("DELETE", "/v10/channels/81/messages/1200000000000000001")
+
+
+def test_a_gzipped_answer_recorded_only_in_part_says_why_it_cannot_be_undone() -> None:
+    message = effect("discord", "POST", "/v10/channels/81/messages", {"id": "1200000000000000001"})
+    policies = {"discord": load_policy("discord")}
+    item = Compensator(policies, NothingSent()).plan_item(gzipped(message, truncated=True), None)
+    assert (item.undo.state, item.outgoing) == (UndoState.INVALID, None)
+    assert "recorded only in part" in item.undo.detail

@@ -322,3 +322,17 @@ async def test_a_lost_generation_may_simply_run_again(
     again = await client.post("/up/drop", data=b"{}", headers=TOOL_CALL)
     assert again.headers["Idem-Outcome"] == "upstream-disconnected"
     assert effects.count("/drop") == 2
+
+
+@pytest.mark.parametrize(("accepted", "asked"), [("br, gzip, zstd", "gzip"), ("br", "identity")])
+async def test_an_effect_asks_the_upstream_only_for_codings_the_proxy_can_read(
+    make_proxy: ProxyFactory, effects: EffectLog, accepted: str, asked: str
+) -> None:
+    client, _ = await make_proxy()
+    headers = {**TOOL_CALL, "Accept-Encoding": accepted}
+    await client.post("/up/messages", data=b'{"content":"hi"}', headers=headers)
+    read = await client.get("/up/headers", headers={"Accept-Encoding": accepted})
+
+    assert effects.effects[-1].headers["Accept-Encoding"] == asked
+    # A read is passed through as asked: the proxy records nothing of it.
+    assert dict((await read.json())["headers"])["Accept-Encoding"] == accepted

@@ -99,17 +99,22 @@ async def test_past_stripes_window_an_unknown_call_waits_for_review(
     assert len(stripe.seen_on("/v1/payment_intents")) == 1
 
 
-@pytest.fixture
-async def bluesky(aiohttp_server: Any, aiohttp_client: Any) -> tuple[Client, PdsService]:
-    """The bluesky pack in front of a fake PDS."""
-    upstream = await aiohttp_server(build_pds_app())
+async def bluesky_proxy(
+    aiohttp_server: Any, aiohttp_client: Any, *, gzip: bool
+) -> tuple[Client, PdsService]:
+    """The bluesky pack in front of a fake PDS (that gzips what it may, with ``gzip``)."""
+    upstream = await aiohttp_server(build_pds_app(gzip=gzip))
     return await proxy_for(aiohttp_client, upstream, "bluesky"), upstream.app[PDS]
 
 
-async def create_post(client: Client) -> ClientResponse:
-    return await client.post(
-        "/up/xrpc/com.atproto.repo.createRecord", data=POST, headers=PDS_HEADERS
-    )
+@pytest.fixture
+async def bluesky(aiohttp_server: Any, aiohttp_client: Any) -> tuple[Client, PdsService]:
+    return await bluesky_proxy(aiohttp_server, aiohttp_client, gzip=False)
+
+
+async def create_post(client: Client, *extra: tuple[str, str]) -> ClientResponse:
+    headers = {**PDS_HEADERS, **dict(extra)}
+    return await client.post("/up/xrpc/com.atproto.repo.createRecord", data=POST, headers=headers)
 
 
 async def test_concurrent_repeats_of_an_unknown_create_read_it_back_and_post_once(
@@ -147,3 +152,35 @@ async def test_a_create_the_pds_never_got_is_sent_again_once(
     assert answer.headers["Idem-Outcome"] == "reconciled"
     assert len(pds.effects) == 1
     assert len(pds.seen_on("createRecord")) == 2
+
+
+@pytest.fixture
+async def gzipping_bluesky(aiohttp_server: Any, aiohttp_client: Any) -> tuple[Client, PdsService]:
+    return await bluesky_proxy(aiohttp_server, aiohttp_client, gzip=True)
+
+
+async def test_a_lost_create_is_read_back_though_the_agent_accepts_gzip(
+    gzipping_bluesky: tuple[Client, PdsService],
+) -> None:
+    client, pds = gzipping_bluesky
+    pds.plan("create", Planned(Fault.DROP_AFTER))
+    await create_post(client)
+
+    answer = await create_post(client, ("Accept-Encoding", "gzip"))
+
+    assert (answer.status, answer.headers["Idem-Outcome"]) == (200, "reconciled")
+    assert orjson.loads(await answer.read())["uri"] == pds.effects[0]["uri"]
+    assert pds.seen_on("getRecord")[0].headers["Accept-Encoding"] == "identity"
+    assert len(pds.seen_on("createRecord")) == 1
+
+
+async def test_a_create_answered_500_is_read_back_though_the_agent_accepts_gzip(
+    gzipping_bluesky: tuple[Client, PdsService],
+) -> None:
+    client, pds = gzipping_bluesky
+    pds.plan("create", Planned(Fault.FAIL_AFTER))
+
+    answer = await create_post(client, ("Accept-Encoding", "gzip"))
+
+    assert (answer.status, answer.headers["Idem-Outcome"]) == (200, "reconciled")
+    assert orjson.loads(await answer.read())["uri"] == pds.effects[0]["uri"]

@@ -18,7 +18,9 @@ from urllib.parse import urlencode
 
 import orjson
 
+from idemproxy.answers import readable_body
 from idemproxy.effectkeys import KeyHeaders, resolve_effect_key
+from idemproxy.encodings import UndecodableBody
 from idemproxy.policies.compensation import Compensation
 from idemproxy.policies.matcher import RouteMatcher
 from idemproxy.policies.model import Policy, Route
@@ -199,9 +201,20 @@ def _ok(record: EffectRecord) -> bool:
     return _status(record) < 400
 
 
+def _values(record: EffectRecord, route: Route) -> Values:
+    """What the compensation is filled from: the path, and the answer decoded as the agent's
+    client decoded it (the record keeps it gzipped if that is how it came)."""
+    params = path_params(route.match.path, record.meta.path)
+    if record.response is None:
+        return Values(params, response=b"")
+    try:
+        return Values(params, response=readable_body(record.response, route.max_recorded_bytes))
+    except UndecodableBody as exc:
+        return Values(params, response_unreadable=str(exc))
+
+
 def _outgoing(record: EffectRecord, route: Route, compensation: Compensation) -> Outgoing:
-    body = record.response.body if record.response else b""
-    values = Values(path_params(route.match.path, record.meta.path), response=body)
+    values = _values(record, route)
     path = fill_text(compensation.path, values, in_path=True)
     content: list[tuple[str, str]] = []
     data = b""

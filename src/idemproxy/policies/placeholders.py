@@ -124,6 +124,8 @@ class Values:
     path: Mapping[str, str]
     request: bytes | None = None
     response: bytes | None = None
+    # Why the recorded response cannot be read, when it cannot (a compressed body cut short).
+    response_unreadable: str = ""
     _parsed: dict[Source, Any] = field(default_factory=dict)
 
     def lookup(self, placeholder: Placeholder) -> Any:
@@ -146,6 +148,10 @@ class Values:
 
     def _document(self, placeholder: Placeholder) -> Any:
         source = placeholder.source
+        if source is Source.RESPONSE and self.response_unreadable:
+            raise MissingValue(
+                placeholder, f"the response cannot be read: {self.response_unreadable}"
+            )
         if source not in self._parsed:
             body = self.request if source is Source.REQUEST else self.response
             try:

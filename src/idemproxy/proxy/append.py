@@ -29,7 +29,7 @@ from idemproxy.jsonpointer import replace_at, resolve
 from idemproxy.policies.append import AppendRule
 from idemproxy.policies.placeholders import MissingValue, Values, fill_text, path_params
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
-from idemproxy.proxy.headers import upstream_request_headers
+from idemproxy.proxy.headers import own_read_headers
 from idemproxy.proxy.native import Reconciled
 from idemproxy.proxy.outcome import Outcome, outcome_headers
 from idemproxy.proxy.problems import should_retry_headers
@@ -143,10 +143,7 @@ class AppendGuard:
             path = fill_text(rule.read, values, in_path=True)
         except MissingValue as exc:
             raise _refused(f"append.read cannot be filled: {exc}") from None
-        headers = upstream_request_headers(ctx.request.headers, keep_length=False)
-        for name in ("Content-Type", "Content-Encoding"):
-            headers.popall(name, None)
-        headers["Accept-Encoding"] = "identity"
+        headers = own_read_headers(ctx.request.headers)
         url = URL(upstream.base_url + path, encoded=True)
         try:
             async with Exchange(self.session, "GET", url, headers, None, upstream.timeout) as got:

@@ -23,6 +23,7 @@ from idemproxy.proxy.append import AppendGuard
 from idemproxy.proxy.attempts import Attempts
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
 from idemproxy.proxy.headers import (
+    ask_decodable_codings,
     client_response_headers,
     headers_to_store,
     upstream_request_headers,
@@ -208,6 +209,7 @@ class EffectFlow:
         route, upstream = ctx.route, ctx.target.upstream
         headers = upstream_request_headers(ctx.request.headers, keep_length=False)
         headers.popall("Content-Encoding", None)  # the body was decoded on arrival
+        ask_decodable_codings(headers)
         sent = self.native.outgoing(ctx)  # the agent's request, carrying the native key
         headers.update(sent.headers)
         try:

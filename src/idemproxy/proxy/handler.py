@@ -135,8 +135,6 @@ def body_too_large(limit_bytes: int, *, when_decoded: bool = False) -> RequestRe
     )
 
 
-
-
 class ProxyHandler:
     def __init__(self, state: ProxyState) -> None:
         self.state = state

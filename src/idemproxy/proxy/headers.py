@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from multidict import CIMultiDict, MultiMapping
 
+from idemproxy.encodings import IDENTITY, decodable_only
+
 HOP_BY_HOP = frozenset(
     {
         "connection",
@@ -97,6 +99,24 @@ def upstream_request_headers(headers: MultiMapping[str], *, keep_length: bool) -
     if keep_length and "Content-Length" in headers:
         kept["Content-Length"] = headers["Content-Length"]
     return kept
+
+
+def ask_decodable_codings(headers: CIMultiDict[str]) -> None:
+    """Narrow the agent's ``Accept-Encoding`` to codings the proxy can undo, so that it can
+    read every answer it records (external ids, compensations); no value stays no value."""
+    accepted = headers.getall("Accept-Encoding", [])
+    if accepted:
+        headers["Accept-Encoding"] = decodable_only(", ".join(accepted))
+
+
+def own_read_headers(agent_headers: MultiMapping[str]) -> CIMultiDict[str]:
+    """The headers of a read the proxy sends on its own (a read-back): the agent's credentials,
+    no body headers, and an uncompressed answer, which is the simplest to read and to store."""
+    headers = upstream_request_headers(agent_headers, keep_length=False)
+    for name in ("Content-Type", "Content-Encoding"):
+        headers.popall(name, None)
+    headers["Accept-Encoding"] = IDENTITY
+    return headers
 
 
 def client_response_headers(headers: MultiMapping[str]) -> CIMultiDict[str]:

@@ -20,7 +20,7 @@ from yarl import URL
 
 from idemproxy.policies.adapters.base import Found, Outgoing, Settle, Verdict
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
-from idemproxy.proxy.headers import client_response_headers, upstream_request_headers
+from idemproxy.proxy.headers import client_response_headers, own_read_headers
 from idemproxy.proxy.outcome import Outcome, outcome_headers
 from idemproxy.store.base import Store, StoreError
 from idemproxy.store.records import (
@@ -173,9 +173,7 @@ class NativeDedupe:
             return Verdict(Found.UNSURE)
         upstream = ctx.target.upstream
         url = URL(upstream.base_url + probe.path_qs, encoded=True)
-        headers = upstream_request_headers(ctx.request.headers, keep_length=False)
-        for name in ("Content-Type", "Content-Encoding"):
-            headers.popall(name, None)
+        headers = own_read_headers(ctx.request.headers)
         reading = Exchange(self.session, "GET", url, headers, None, upstream.timeout)
         try:
             async with reading as answer:

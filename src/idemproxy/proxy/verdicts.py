@@ -12,6 +12,8 @@ import orjson
 from aiohttp import web
 from multidict import CIMultiDict
 
+from idemproxy.answers import readable_body
+from idemproxy.encodings import UndecodableBody
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.jsonpointer import string_at
 from idemproxy.policies.model import EffectClass, Route
@@ -55,14 +57,25 @@ def settlement_for(
             RecordState.NOT_APPLIED, reason="response stream broke off", ttl_s=route.ttl_s
         )
     truncated = relayed.truncated or not relayed.complete
-    external_id = string_at(relayed.body, route.external_id) if route.external_id else ""
+    response = StoredResponse(status, headers, relayed.body, body_truncated=truncated)
     return Settlement(
         RecordState.COMPLETED,
-        response=StoredResponse(status, headers, relayed.body, body_truncated=truncated),
-        external_id=external_id,
+        response=response,
+        external_id=external_id(response, route),
         reason="" if relayed.complete else "upstream body broke off after the status arrived",
         ttl_s=route.ttl_s,
     )
+
+
+def external_id(response: StoredResponse, route: Route) -> str:
+    """The route's external id in the answer, "" where it has none or cannot be read."""
+    if not route.external_id:
+        return ""
+    try:
+        body = readable_body(response, route.max_recorded_bytes)
+    except UndecodableBody:
+        return ""
+    return string_at(body, route.external_id)
 
 
 def replay_response(record: EffectRecord, outcome: Outcome) -> web.Response:

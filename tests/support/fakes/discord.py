@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tests.support.fakes.service import Service, form_parts, json_answer, perform
+from tests.support.fakes.service import Service, fake_app, form_parts, json_answer, perform
 
 BOT = {
     "id": "1100000000000000001",
@@ -134,8 +134,8 @@ async def delete_message(request: web.Request) -> web.Response:
     return await perform(request, service, "delete", apply)
 
 
-def build_discord_app(nonce_window_s: float = 300.0) -> web.Application:
-    app = web.Application()
+def build_discord_app(nonce_window_s: float = 300.0, *, gzip: bool = False) -> web.Application:
+    app = fake_app(gzip=gzip)
     app[DISCORD] = DiscordService(nonce_window_s)
     app.router.add_get("/api/v10/users/@me", me)
     app.router.add_get("/api/v10/oauth2/applications/@me", application)

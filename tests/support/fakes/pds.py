@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tests.support.fakes.service import Service, json_answer, perform
+from tests.support.fakes.service import Service, fake_app, json_answer, perform
 
 HANDLE = "agent.test"
 DID = "did:plc:idemproxytestagent00000"
@@ -126,8 +126,8 @@ async def get_record(request: web.Request) -> web.Response:
     return json_answer(stored)
 
 
-def build_pds_app() -> web.Application:
-    app = web.Application()
+def build_pds_app(*, gzip: bool = False) -> web.Application:
+    app = fake_app(gzip=gzip)
     app[PDS] = PdsService()
     xrpc = "/xrpc/"
     app.router.add_post(xrpc + "com.atproto.server.createSession", create_session)

@@ -11,7 +11,7 @@ import asyncio
 import email
 import email.policy
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -131,3 +131,20 @@ def json_answer(
     return web.Response(
         status=status, body=orjson.dumps(document), content_type="application/json", headers=headers
     )
+
+
+@web.middleware
+async def gzip_answers(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Answer gzipped to a client that accepts gzip, as most real APIs do."""
+    response = await handler(request)
+    accepts = request.headers.get("Accept-Encoding", "").lower()
+    if "gzip" in accepts and isinstance(response, web.Response) and response.body:
+        response.enable_compression(web.ContentCoding.gzip)
+    return response
+
+
+def fake_app(*, gzip: bool) -> web.Application:
+    """The application a fake is served by; ``gzip`` compresses its answers."""
+    return web.Application(middlewares=[gzip_answers] if gzip else [])
