@@ -41,6 +41,7 @@ from idemproxy.proxy.problems import problem_response
 from idemproxy.proxy.relay import relay
 from idemproxy.proxy.retry import exchange_retried
 from idemproxy.proxy.upstreams import Target, Upstream, resolve_target
+from idemproxy.scopes import request_scope, scoped
 from idemproxy.store.base import Store
 
 log = logging.getLogger(__name__)
@@ -183,6 +184,7 @@ class ProxyHandler:
             route.volatile_fields,
         )
         key = resolve_effect_key(headers, route, agent, request_fingerprint, time.time())
+        key = scoped(key, request_scope(target.upstream.policy.scope, request.headers))
         if key is None:
             await self._pauses.check(agent)
             response = await self._forward_unrecorded(
