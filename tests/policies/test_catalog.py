@@ -33,7 +33,7 @@ def test_the_committed_schema_is_the_models() -> None:
 def test_the_schema_describes_every_policy_and_route_field() -> None:
     schema = policy_schema()
     assert set(schema["properties"]) == {
-        "name", "description", "adapter", "native_window_s", "routes", "default",
+        "name", "description", "adapter", "native_window_s", "scope", "routes", "default",
     }  # fmt: skip
     route = schema["$defs"]["Route"]
     assert route["additionalProperties"] is False

@@ -82,6 +82,13 @@ BAD_POLICIES = [
         3,
         "a safe route has none",
     ),
+    # a scope that cannot work
+    ("name: x\nscope:\n  headers: [Authorization]\ndefault: {name: w}", 3, "set 'credential'"),
+    ("name: x\nscope: {headers: [Idem-Agent]}\ndefault: {name: w}", 2, "proxy's own header"),
+    ("name: x\nscope: {headers: [A, a]}\ndefault: {name: w}", 2, "'a' is listed twice"),
+    ("name: x\nscope: {headers: ['a b']}\ndefault: {name: w}", 2, "not an HTTP header name"),
+    ("name: x\nscope: {credential: token}\ndefault: {name: w}", 2, "'token' is not allowed"),
+    ("name: x\nscope: {header: [A]}\ndefault: {name: w}", 2, "scope.header: unknown key"),
     ("name: x\ndefault: {name: w, retry: {attempts: 2}}", 2, "only allowed on safe routes"),
     ("name: x\ndefault: {name: w, match: {methods: [FETCH]}}", 2, "unknown HTTP method"),
     ("name: x\ndefault: {name: w, match: {path: 'no-slash'}}", 2, "must start with '/'"),

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from multidict import CIMultiDict
 
 from idemproxy.config import load_config
 from idemproxy.policies.loader import load_policy
 from idemproxy.policies.matcher import RouteMatcher
-from idemproxy.policies.model import AdapterName, EffectClass
+from idemproxy.policies.model import AdapterName, EffectClass, Scope
+from idemproxy.scopes import request_scope
+from tests.test_credentials import ALICE, BOB, access_jwt, bot_token
 
 SAFE, EXTERNAL, GENERATION = EffectClass.SAFE, EffectClass.EXTERNAL, EffectClass.GENERATION
 
@@ -103,3 +106,58 @@ def test_serve_picks_the_pack_named_like_the_upstream() -> None:
         "billing": "generic",
         "payments": "stripe",
     }
+
+
+def pack_scope(pack: str, **headers: str) -> str:
+    return request_scope(load_policy(pack).scope, CIMultiDict(headers))
+
+
+def test_stripe_scopes_by_connected_account_and_mode_not_by_key() -> None:
+    def on(account: str, key: str) -> str:
+        return pack_scope("stripe", **{"Stripe-Account": account, "Authorization": f"Bearer {key}"})
+
+    assert on("acct_A", "sk_test_one") == on("acct_A", "sk_test_rolled")
+    assert on("acct_A", "sk_test_one") == on("acct_A", "rk_test_restricted")
+    assert (
+        len({on("acct_A", "sk_test_1"), on("acct_B", "sk_test_1"), on("acct_A", "sk_live_1")}) == 3
+    )
+    context = pack_scope(
+        "stripe", **{"Stripe-Context": "ctx_A", "Authorization": "Bearer sk_test_1"}
+    )
+    assert context not in (on("acct_A", "sk_test_1"), pack_scope("stripe"))
+
+
+def test_openai_scopes_by_organization_and_project_not_by_key() -> None:
+    org = {"OpenAI-Organization": "org-A", "Authorization": "Bearer sk-proj-one"}
+    assert pack_scope("openai", **org) == pack_scope("openai", **{**org, "Authorization": "x"})
+    assert pack_scope("openai", **org) != pack_scope("openai", **{**org, "OpenAI-Project": "p"})
+    assert pack_scope("openai", Authorization="Bearer sk-proj-one") == ""
+
+
+def test_bluesky_scopes_by_the_did_a_token_names() -> None:
+    alice, refreshed = access_jwt(ALICE), access_jwt(ALICE, issued_at=1_700_007_200)
+    assert pack_scope("bluesky", Authorization=f"Bearer {alice}") == pack_scope(
+        "bluesky", Authorization=f"Bearer {refreshed}"
+    )
+    assert pack_scope("bluesky", Authorization=f"Bearer {access_jwt(BOB)}") not in (
+        pack_scope("bluesky", Authorization=f"Bearer {alice}"),
+        "",
+    )
+    assert pack_scope("bluesky", Authorization="Bearer opaque") == ""
+
+
+def test_discord_scopes_by_the_bot_a_token_names() -> None:
+    bot = "1234567890123456789"
+    assert pack_scope("discord", Authorization=bot_token(bot, "a")) == pack_scope(
+        "discord", Authorization=bot_token(bot, "after-reset")
+    )
+    assert pack_scope("discord", Authorization=bot_token("42", "a")) != pack_scope(
+        "discord", Authorization=bot_token(bot, "a")
+    )
+
+
+@pytest.mark.parametrize("pack", ["anthropic", "slack", "generic"])
+def test_packs_whose_requests_name_no_account_do_not_scope(pack: str) -> None:
+    # Their keys rotate and name no account: tenants are told apart by Idem-Agent.
+    assert load_policy(pack).scope == Scope()
+    assert pack_scope(pack, Authorization="Bearer xoxb-1-2-3", **{"X-Api-Key": "sk-ant-1"}) == ""

@@ -172,3 +172,32 @@ async def test_authorization_is_forwarded_but_never_stored(
     assert "sk-live-very-secret" not in dumped
     assert "secret-cookie" not in dumped
     assert "session=secret" not in dumped  # the upstream's Set-Cookie
+
+
+async def test_accounts_get_their_own_records_and_no_credential_is_stored(
+    make_proxy: ProxyFactory, effects: EffectLog
+) -> None:
+    store = MemoryStore()
+    client, _ = await make_proxy(store=store, policy="stripe")
+
+    async def charge(account: str, api_key: str) -> tuple[int, str, str]:
+        headers = {
+            "Idempotency-Key": "order-1",
+            "Stripe-Account": account,
+            "Authorization": f"Bearer {api_key}",
+            "Content-Type": "application/x-www-form-urlencoded",
+        }
+        response = await client.post("/up/v1/messages", data=b"amount=700", headers=headers)
+        return response.status, response.headers["Idem-Outcome"], response.headers["Idem-Key"]
+
+    _, outcome_a, key_a = await charge("acct_A", "sk_test_secret_of_a")
+    _, outcome_b, key_b = await charge("acct_B", "sk_test_secret_of_b")
+    _, rolled, key_rolled = await charge("acct_A", "sk_test_rolled_secret_of_a")
+
+    assert (outcome_a, outcome_b, rolled) == ("forwarded", "forwarded", "replayed")
+    assert key_a != key_b
+    assert key_rolled == key_a
+    assert effects.count() == 2
+    dumped = repr(store._records) + repr(store._events)
+    for secret in ("secret_of_a", "secret_of_b", "acct_A", "acct_B"):
+        assert secret not in dumped

@@ -13,10 +13,12 @@ from tests.support.fakes.service import Fault, Planned
 from tests.support.processes import ServedProxy
 
 
-def new_client(proxy: ServedProxy, retries: int = 2) -> stripe.StripeClient:
+def new_client(
+    proxy: ServedProxy, retries: int = 2, api_key: str = "sk_test_idemproxy"
+) -> stripe.StripeClient:
     """A fresh SDK client, as an agent restarted after a crash builds one."""
     return stripe.StripeClient(
-        "sk_test_idemproxy",
+        api_key,
         base_addresses={"api": f"{proxy.url}/stripe"},
         max_network_retries=retries,
     )
@@ -107,3 +109,54 @@ def test_an_sdk_retry_after_a_lost_connection_settles_it_in_the_same_call(
     assert intent.id == intents(fakes, run_id)[0]["id"]
     assert len(intents(fakes, run_id)) == 1
     assert answer_headers(intent)["Idem-Outcome"] == "reconciled"
+
+
+def create_intent_on(
+    client: stripe.StripeClient, run_id: str, account: str, key: str
+) -> stripe.PaymentIntent:
+    """The same order, on behalf of a connected account, under the agent's own key."""
+    params: Any = {"amount": 1999, "currency": "usd", "metadata": {"run": run_id}}
+    return client.v1.payment_intents.create(
+        params, {"stripe_account": account, "idempotency_key": key}
+    )
+
+
+def test_two_accounts_under_one_idempotency_key_each_get_their_own_intent(
+    proxy: ServedProxy, fakes: Fakes, run_id: str
+) -> None:
+    key = f"order-{run_id}"
+    account_a, account_b = f"acct_a{run_id}", f"acct_b{run_id}"
+    client_a = new_client(proxy, api_key=f"sk_test_a{run_id}")
+    client_b = new_client(proxy, api_key=f"sk_test_b{run_id}")
+
+    first_a = create_intent_on(client_a, run_id, account_a, key)
+    first_b = create_intent_on(client_b, run_id, account_b, key)
+
+    assert first_b.id != first_a.id
+    assert answer_headers(first_b)["Idem-Outcome"] == "forwarded"
+    made = {fakes.stripe.accounts[intent["id"]] for intent in intents(fakes, run_id)}
+    assert made == {account_a, account_b}
+    again_a = create_intent_on(client_a, run_id, account_a, key)
+    again_b = create_intent_on(client_b, run_id, account_b, key)
+    assert (again_a.id, again_b.id) == (first_a.id, first_b.id)
+    assert answer_headers(again_b)["Idem-Outcome"] == "replayed"
+    assert len(intents(fakes, run_id)) == 2
+    sent = [s for s in fakes.stripe.seen_on("/v1/payment_intents") if run_id.encode() in s.body]
+    # Stripe itself sees a native key of each account's own.
+    assert len({s.headers["Idempotency-Key"] for s in sent}) == 2
+
+
+def test_a_rolled_api_key_of_the_same_account_replays_its_intent(
+    proxy: ServedProxy, fakes: Fakes, run_id: str
+) -> None:
+    key, account = f"order-{run_id}", f"acct_{run_id}"
+    first = create_intent_on(
+        new_client(proxy, api_key=f"sk_test_old{run_id}"), run_id, account, key
+    )
+
+    rolled = new_client(proxy, api_key=f"sk_test_rolled{run_id}")
+    again = create_intent_on(rolled, run_id, account, key)
+
+    assert again.id == first.id
+    assert answer_headers(again)["Idem-Outcome"] == "replayed"
+    assert len(intents(fakes, run_id)) == 1

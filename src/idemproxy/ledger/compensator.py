@@ -31,6 +31,7 @@ from idemproxy.policies.placeholders import (
     fill_value,
     path_params,
 )
+from idemproxy.scopes import scope_of, scoped
 from idemproxy.store.records import EffectRecord, RecordKey, RecordState
 
 TOOL_CALL_PREFIX = "compensate:"
@@ -105,8 +106,10 @@ def compensation_headers(record: EffectRecord) -> KeyHeaders:
 
 def compensation_key(record: EffectRecord) -> RecordKey:
     """Where the compensation of ``record`` is recorded: the key the proxy derives from its
-    headers (an explicit step, so the route and the request do not enter it)."""
+    headers (an explicit step, so the route and the request do not enter it), in the scope of
+    ``record``, which the operator's credentials for its upstream name again."""
     key = resolve_effect_key(compensation_headers(record), _ANY_ROUTE, record.key.agent, "")
+    key = scoped(key, scope_of(record.key))
     assert key is not None  # a batch and a tool call always make a key
     return key.record_key
 

@@ -64,8 +64,25 @@ NATIVE_WINDOWS: dict[AdapterName, NativeWindow] = {
 }
 
 
+class CredentialIdentity(StrEnum):
+    """Which identity a request's ``Authorization`` credential names, read so that a rotated
+    credential of the same identity keeps its records: ``none`` (the credential tells no
+    identity apart), ``stripe_mode`` (test or live, from the key's prefix), ``jwt_subject``
+    (the ``sub`` claim of a JWT, e.g. a Bluesky DID), ``discord_bot`` (the bot's user id, the
+    first segment of a bot token)."""
+
+    NONE = "none"
+    STRIPE_MODE = "stripe_mode"
+    JWT_SUBJECT = "jwt_subject"
+    DISCORD_BOT = "discord_bot"
+
+
 HTTP_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"})
 _POINTER = re.compile(r"^(/([^~/]|~[01])*)+$")
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an RFC 9110 token
+# Their values are secrets, and a secret rotates: a scope is built from identities, never from
+# credentials (a credential's identity is what ``credential`` reads).
+_CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
 _TEMPLATE_SEGMENT = re.compile(r"^(\{[A-Za-z_][A-Za-z0-9_]*\*?\}|[^{}]*)$")
 
 
@@ -81,6 +98,35 @@ class RetryPolicy(Frozen):
     max_delay_ms: Annotated[int, Field(ge=1, le=300_000)] = 5_000
     statuses: tuple[int, ...] = (429, 502, 503, 504)
     honour_retry_after: bool = True
+
+
+class Scope(Frozen):
+    """Whose records a request reads and writes: the account headers the upstream acts on
+    behalf of, and the identity its credential names. A stored answer is never replayed to a
+    request of another scope; requests that carry none keep the keys they always had."""
+
+    headers: tuple[str, ...] = ()
+    credential: CredentialIdentity = CredentialIdentity.NONE
+
+    @field_validator("headers")
+    @classmethod
+    def _account_headers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        seen: set[str] = set()
+        for name in value:
+            lower = name.lower()
+            if not _HEADER_NAME.match(name):
+                raise ValueError(f"{name!r} is not an HTTP header name")
+            if lower in _CREDENTIAL_HEADERS:
+                raise ValueError(
+                    f"{name} carries a secret that rotates, so it cannot scope records; set"
+                    " 'credential' to the rule that reads the identity it names"
+                )
+            if lower.startswith("idem-"):
+                raise ValueError(f"{name} is the proxy's own header; send Idem-Agent per tenant")
+            if lower in seen:
+                raise ValueError(f"header {name!r} is listed twice")
+            seen.add(lower)
+        return value
 
 
 class Match(Frozen):
@@ -230,6 +276,7 @@ class Policy(Frozen):
     adapter: AdapterName = AdapterName.NONE
     # How long the upstream deduplicates a native key; unset: the adapter's default.
     native_window_s: Annotated[int, Field(ge=1)] | None = None
+    scope: Scope = Scope()
     routes: tuple[Route, ...] = ()
     default: Route
 

@@ -43,6 +43,7 @@ from idemproxy.proxy.problems import problem_response
 from idemproxy.proxy.relay import relay
 from idemproxy.proxy.retry import exchange_retried
 from idemproxy.proxy.upstreams import Target, Upstream, resolve_target
+from idemproxy.scopes import request_scope, scoped
 from idemproxy.store.base import Store
 
 log = logging.getLogger(__name__)
@@ -212,6 +213,7 @@ class ProxyHandler:
             route.volatile_fields,
         )
         key = resolve_effect_key(headers, route, agent, request_fingerprint)
+        key = scoped(key, request_scope(target.upstream.policy.scope, request.headers))
         if key is None:
             await self._pauses.check(agent)
             response = await self._forward_unrecorded(

@@ -2,7 +2,9 @@
 
 A request under a key it has seen gets the first answer again (``Idempotent-Replayed: true``);
 the same key with other parameters is a 400 ``idempotency_error``. Only requests that ran are
-remembered: a failure before running (a 503 from the edge) leaves the key unused.
+remembered: a failure before running (a 503 from the edge) leaves the key unused. Keys are kept
+per account (``Stripe-Account``, else the key's own) and mode, as Stripe keeps them, so two
+accounts may use one key for two different requests.
 """
 
 from __future__ import annotations
@@ -21,12 +23,17 @@ class StripeService(Service):
     def __init__(self) -> None:
         super().__init__()
         self.intents: dict[str, dict[str, Any]] = {}
-        self.keys: dict[str, tuple[bytes, int, bytes]] = {}
+        # (account, mode, Idempotency-Key) -> (parameters, status, answer)
+        self.keys: dict[tuple[str, str, str], tuple[bytes, int, bytes]] = {}
+        # payment intent id -> the account it was made on
+        self.accounts: dict[str, str] = {}
         self.refunds: list[dict[str, Any]] = []
         self._ids = itertools.count(1)
 
 
 STRIPE = web.AppKey("stripe", StripeService)
+# Requests without Stripe-Account act on the account that owns the API key; the fake knows one.
+PLATFORM_ACCOUNT = "acct_platform"
 
 
 def _error(kind: str, message: str, status: int) -> web.Response:
@@ -40,9 +47,11 @@ async def create_intent(request: web.Request) -> web.Response:
         return _error("invalid_request_error", "Invalid API Key provided", 401)
     params = dict(parse_qsl(body.decode()))
     key = request.headers.get("Idempotency-Key", "")
+    account = request.headers.get("Stripe-Account", PLATFORM_ACCOUNT)
+    scoped_key = (account, "test", key)
     canonical = orjson.dumps(sorted(params.items()))
-    if key in service.keys:
-        first_params, status, answer = service.keys[key]
+    if scoped_key in service.keys:
+        first_params, status, answer = service.keys[scoped_key]
         if first_params != canonical:
             return _error(
                 "idempotency_error",
@@ -65,10 +74,11 @@ async def create_intent(request: web.Request) -> web.Response:
             "metadata": {k[9:-1]: v for k, v in params.items() if k.startswith("metadata[")},
         }
         service.intents[str(intent["id"])] = intent
+        service.accounts[str(intent["id"])] = account
         service.effects.append(intent)
         answer = orjson.dumps(intent)
         if key:
-            service.keys[key] = (canonical, 200, answer)
+            service.keys[scoped_key] = (canonical, 200, answer)
         return web.Response(body=answer, content_type="application/json")
 
     return await perform(request, service, "create", apply)
