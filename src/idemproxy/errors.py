@@ -33,6 +33,7 @@ class ProblemCode(StrEnum):
     OUTCOME_UNKNOWN = "outcome-unknown"
     BODY_TOO_LARGE = "body-too-large"
     IDEMPOTENCY_KEY_REUSED = "idempotency-key-reused"
+    TOOL_CALL_ALREADY_ACTED = "tool-call-already-acted"
     UPSTREAM_UNREACHABLE = "upstream-unreachable"
     UPSTREAM_DISCONNECTED = "upstream-disconnected"
     STORE_UNAVAILABLE = "store-unavailable"

@@ -105,8 +105,9 @@ class ClaimResult:
 
     A claim is refused when the record is in flight under a live lease, completed, unknown, or
     when a freed (not_applied) record carries a different fingerprint and the request does not
-    say ``reworded_may_reclaim``: the caller decides what the request gets from ``record``. A claim that finds an expired lease turns the record
-    ``unknown`` (its holder died) and returns that.
+    say ``reworded_may_reclaim``: the caller decides what the request gets from ``record``.
+    A claim that finds an expired lease turns the record ``unknown`` (its holder died) and
+    returns that.
     """
 
     claimed: bool
