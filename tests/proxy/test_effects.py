@@ -8,6 +8,8 @@ from urllib.parse import quote
 
 import orjson
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
 
 from idemproxy.proxy.handler import ProxyState
 from idemproxy.store.memory import MemoryStore
@@ -116,6 +118,13 @@ async def test_step_reused_with_other_content_is_refused(
 
 
 ONE_EFFECT = "tool_call_effects: one\nexternal_id: /id"
+Client = TestClient[web.Request, web.Application]
+
+
+@pytest.fixture
+async def one_effect(make_proxy: ProxyFactory, tmp_path: Path) -> tuple[Client, ProxyState]:
+    """A proxy whose every route makes one effect per tool call."""
+    return await make_proxy(policy=write_policy(tmp_path, ONE_EFFECT))
 
 
 def blocked(state: ProxyState, kind: str) -> float | None:
@@ -124,9 +133,9 @@ def blocked(state: ProxyState, kind: str) -> float | None:
 
 
 async def test_a_reworded_rerun_is_told_what_the_tool_call_already_did(
-    make_proxy: ProxyFactory, effects: EffectLog, tmp_path: Path
+    one_effect: tuple[Client, ProxyState], effects: EffectLog
 ) -> None:
-    client, state = await make_proxy(policy=write_policy(tmp_path, ONE_EFFECT))
+    client, state = one_effect
     first = await client.post("/up/messages", data=b'{"content":"Deployed."}', headers=TOOL_CALL)
     rerun = await client.post(
         "/up/messages", data=b'{"content":"The deploy is done."}', headers=TOOL_CALL
@@ -149,9 +158,9 @@ async def test_a_reworded_rerun_is_told_what_the_tool_call_already_did(
 
 
 async def test_steps_tell_the_effects_of_one_tool_call_apart(
-    make_proxy: ProxyFactory, effects: EffectLog, tmp_path: Path
+    one_effect: tuple[Client, ProxyState], effects: EffectLog
 ) -> None:
-    client, _ = await make_proxy(policy=write_policy(tmp_path, ONE_EFFECT))
+    client, _ = one_effect
     for _ in range(2):
         outcomes = []
         for step in "123":
@@ -165,9 +174,9 @@ async def test_steps_tell_the_effects_of_one_tool_call_apart(
 
 
 async def test_a_second_post_without_a_step_is_refused_and_not_sent(
-    make_proxy: ProxyFactory, effects: EffectLog, tmp_path: Path
+    one_effect: tuple[Client, ProxyState], effects: EffectLog
 ) -> None:
-    client, _ = await make_proxy(policy=write_policy(tmp_path, ONE_EFFECT))
+    client, _ = one_effect
     await client.post("/up/messages", data=b'{"content":"1/2"}', headers=TOOL_CALL)
     second = await client.post("/up/messages", data=b'{"content":"2/2"}', headers=TOOL_CALL)
 
@@ -177,9 +186,9 @@ async def test_a_second_post_without_a_step_is_refused_and_not_sent(
 
 
 async def test_a_reworded_rerun_of_an_attempt_that_did_nothing_is_sent(
-    make_proxy: ProxyFactory, effects: EffectLog, tmp_path: Path
+    one_effect: tuple[Client, ProxyState], effects: EffectLog
 ) -> None:
-    client, _ = await make_proxy(policy=write_policy(tmp_path, ONE_EFFECT))
+    client, _ = one_effect
     limited = await client.post("/up/status/429", data=b'{"content":"a"}', headers=TOOL_CALL)
     rerun = await client.post("/up/messages", data=b'{"content":"b"}', headers=TOOL_CALL)
     again = await client.post("/up/messages", data=b'{"content":"b"}', headers=TOOL_CALL)
@@ -192,9 +201,9 @@ async def test_a_reworded_rerun_of_an_attempt_that_did_nothing_is_sent(
 
 
 async def test_a_reworded_rerun_of_an_unknown_outcome_waits_for_review(
-    make_proxy: ProxyFactory, effects: EffectLog, tmp_path: Path
+    one_effect: tuple[Client, ProxyState], effects: EffectLog
 ) -> None:
-    client, _ = await make_proxy(policy=write_policy(tmp_path, ONE_EFFECT))
+    client, _ = one_effect
     lost = await client.post("/up/drop", data=b'{"content":"a"}', headers=TOOL_CALL)
     rerun = await client.post("/up/messages", data=b'{"content":"b"}', headers=TOOL_CALL)
 
