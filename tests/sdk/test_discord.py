@@ -150,3 +150,19 @@ async def test_after_the_nonce_window_an_unknown_outcome_waits_for_review(
     assert "review" in rerun.value.text
     assert len(messages(fakes, channel_id)) == 1
     assert len(fakes.discord.seen_on(f"/channels/{channel_id}/")) == 1
+
+
+@pytest.mark.usefixtures("via")
+async def test_a_rerun_worded_anew_posts_nothing_and_says_what_was_posted(
+    fakes: Fakes, run_id: str, channel_id: int
+) -> None:
+    first = await send(channel_id, f"The report for {run_id} is ready.", tool_call(run_id))
+    with pytest.raises(discord.HTTPException) as rerun:
+        await send(channel_id, f"Report {run_id} is done.", tool_call(run_id))
+
+    assert rerun.value.status == 409
+    problem = orjson.loads(rerun.value.text)
+    assert problem["type"].endswith("/tool-call-already-acted")
+    assert problem["external_id"] == str(first.id)
+    assert problem["recorded_answer"]["content"] == first.content
+    assert len(messages(fakes, channel_id)) == 1
