@@ -17,7 +17,7 @@ from idemproxy.effectkeys import (
     resolve_effect_key,
 )
 from idemproxy.errors import ProblemCode, RequestRefused
-from idemproxy.policies.model import OnMissingKey, Route
+from idemproxy.policies.model import OnMissingKey, Route, ToolCallEffects
 
 ROUTE = Route(name="write")
 FP = "f" * 64
@@ -43,6 +43,31 @@ def test_step_makes_the_key_explicit_and_independent_of_content() -> None:
     assert a == b
     assert a is not None
     assert a.explicit
+
+
+def test_a_one_effect_route_keys_a_tool_call_by_its_route_not_its_wording() -> None:
+    one = Route(name="post", tool_call_effects=ToolCallEffects.ONE)
+    first = resolve(KeyHeaders(batch="b", tool_call="c"), one, fp="a" * 64)
+    reworded = resolve(KeyHeaders(batch="b", tool_call="c"), one, fp="b" * 64)
+    other_route = Route(name="upload", tool_call_effects=ToolCallEffects.ONE)
+    upload = resolve(KeyHeaders(batch="b", tool_call="c"), other_route, fp="a" * 64)
+    assert first == reworded
+    assert first is not None
+    assert upload is not None
+    assert upload.record_key != first.record_key
+
+
+def test_a_many_effects_route_keys_a_tool_call_by_its_request() -> None:
+    a = resolve(KeyHeaders(batch="b", tool_call="c"), fp="a" * 64)
+    b = resolve(KeyHeaders(batch="b", tool_call="c"), fp="b" * 64)
+    assert a != b
+
+
+def test_a_step_tells_effects_of_one_tool_call_apart_on_a_one_effect_route() -> None:
+    one = Route(name="post", tool_call_effects=ToolCallEffects.ONE)
+    keys = {str(resolve(KeyHeaders(batch="b", tool_call="c", step=s), one)) for s in "123"}
+    assert len(keys) == 3
+    assert str(resolve(KeyHeaders(batch="b", tool_call="c"), one)) not in keys
 
 
 def test_idempotency_key_forms() -> None:

@@ -13,7 +13,7 @@ from enum import StrEnum
 from urllib.parse import quote
 
 from idemproxy.errors import ProblemCode, RequestRefused
-from idemproxy.policies.model import OnMissingKey, Route
+from idemproxy.policies.model import OnMissingKey, Route, ToolCallEffects
 from idemproxy.store.records import RecordKey
 
 AGENT_HEADER = "Idem-Agent"
@@ -134,6 +134,9 @@ def resolve_effect_key(
         tool_call = _checked_id(TOOL_CALL_HEADER, headers.tool_call)
         if headers.step is not None:
             step = "s-" + _part(_checked_id(STEP_HEADER, headers.step))
+        elif route.tool_call_effects is ToolCallEffects.ONE:
+            # Not the digest: the LLM may word a re-run anew, and that must not act again.
+            step = "r-" + route.name
         else:
             step = "d-" + request_fingerprint[:32]
         effect_id = f"tc:{_part(batch)}:{_part(tool_call)}:{step}"

@@ -34,6 +34,7 @@ class ProblemCode(StrEnum):
     BODY_TOO_LARGE = "body-too-large"
     UNSUPPORTED_CONTENT_ENCODING = "unsupported-content-encoding"
     IDEMPOTENCY_KEY_REUSED = "idempotency-key-reused"
+    TOOL_CALL_ALREADY_ACTED = "tool-call-already-acted"
     UPSTREAM_UNREACHABLE = "upstream-unreachable"
     UPSTREAM_DISCONNECTED = "upstream-disconnected"
     STORE_UNAVAILABLE = "store-unavailable"

@@ -30,6 +30,7 @@ class DuplicateKind(StrEnum):
     IN_PROGRESS = "in_progress"
     UNKNOWN = "unknown"
     REUSED_KEY = "reused_key"
+    ALREADY_ACTED = "already_acted"  # a tool call's request that differs from what it did
 
 
 MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"

@@ -8,7 +8,7 @@ from multidict import CIMultiDict
 from idemproxy.config import load_config
 from idemproxy.policies.loader import load_policy
 from idemproxy.policies.matcher import RouteMatcher
-from idemproxy.policies.model import AdapterName, EffectClass, Scope
+from idemproxy.policies.model import AdapterName, EffectClass, Scope, ToolCallEffects
 from idemproxy.scopes import request_scope
 from tests.test_credentials import ALICE, BOB, access_jwt, bot_token
 
@@ -161,3 +161,26 @@ def test_packs_whose_requests_name_no_account_do_not_scope(pack: str) -> None:
     # Their keys rotate and name no account: tenants are told apart by Idem-Agent.
     assert load_policy(pack).scope == Scope()
     assert pack_scope(pack, Authorization="Bearer xoxb-1-2-3", **{"X-Api-Key": "sk-ant-1"}) == ""
+
+
+ONE_EFFECT_ROUTES = {
+    "discord": {"create_message", "start_thread", "start_thread_from_message",
+                "execute_webhook", "execute_webhook_compatible"},
+    "stripe": {"create_payment_intent", "create_charge"},
+    "bluesky": {"create_record", "apply_writes", "send_chat_message"},
+    "slack": {"chat_post_message", "chat_post_ephemeral", "chat_schedule_message",
+              "chat_me_message", "files_complete_upload"},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("pack", sorted(ONE_EFFECT_ROUTES))
+def test_create_style_routes_make_one_effect_per_tool_call(pack: str) -> None:
+    # A re-run the LLM words anew must not create twice; uploads, edits, deletes and generic
+    # writes stay keyed by their request, since one tool call often makes several of them.
+    policy = load_policy(pack)
+    one = {
+        route.name
+        for route in (*policy.routes, policy.default)
+        if route.tool_call_effects is ToolCallEffects.ONE
+    }
+    assert one == ONE_EFFECT_ROUTES[pack]

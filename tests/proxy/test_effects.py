@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from urllib.parse import quote
 
 import orjson
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
 
+from idemproxy.proxy.handler import ProxyState
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.records import ClaimRequest, EffectMeta, RecordKey, RecordState, Resolution
 from tests.proxy.conftest import ProxyFactory
@@ -82,6 +86,10 @@ async def test_reused_explicit_key_with_other_body_is_refused(
     problem = await reused.json(content_type=None)
     assert problem["type"].endswith("/idempotency-key-reused")
     assert problem["effect_key"] == reused.headers["Idem-Key"]
+    # What the key already did, and that a re-run keeps its key.
+    assert (problem["state"], problem["recorded_status"]) == ("completed", 200)
+    assert "answered 200" in problem["detail"]
+    assert "never a new key" in problem["detail"]
     assert effects.count("/messages") == 1
 
 
@@ -100,10 +108,109 @@ async def test_step_reused_with_other_content_is_refused(
 ) -> None:
     client, _ = await make_proxy()
     headers = {**TOOL_CALL, "Idem-Step": "post"}
-    await client.post("/up/messages", data=b'{"a":1}', headers=headers)
+    first = await client.post("/up/messages", data=b'{"a":1}', headers=headers)
     reused = await client.post("/up/messages", data=b'{"a":2}', headers=headers)
-    assert reused.status == 422
+    problem = await reused.json(content_type=None)
+    assert reused.status == 409
+    assert problem["type"].endswith("/tool-call-already-acted")
+    assert problem["recorded_answer"] == await first.json()
     assert effects.count("/messages") == 1
+
+
+ONE_EFFECT = "tool_call_effects: one\nexternal_id: /id"
+Client = TestClient[web.Request, web.Application]
+
+
+@pytest.fixture
+async def one_effect(make_proxy: ProxyFactory, tmp_path: Path) -> tuple[Client, ProxyState]:
+    """A proxy whose every route makes one effect per tool call."""
+    return await make_proxy(policy=write_policy(tmp_path, ONE_EFFECT))
+
+
+def blocked(state: ProxyState, kind: str) -> float | None:
+    labels = {"upstream": "up", "route": "write", "kind": kind}
+    return state.metrics.registry.get_sample_value("idemproxy_duplicates_blocked_total", labels)
+
+
+async def test_a_reworded_rerun_is_told_what_the_tool_call_already_did(
+    one_effect: tuple[Client, ProxyState], effects: EffectLog
+) -> None:
+    client, state = one_effect
+    first = await client.post("/up/messages", data=b'{"content":"Deployed."}', headers=TOOL_CALL)
+    rerun = await client.post(
+        "/up/messages", data=b'{"content":"The deploy is done."}', headers=TOOL_CALL
+    )
+
+    problem = await rerun.json(content_type=None)
+    assert rerun.status == 409
+    assert rerun.headers["Idem-Outcome"] == "tool-call-already-acted"
+    assert rerun.headers["x-should-retry"] == "false"
+    assert rerun.headers["Idem-Key"] == first.headers["Idem-Key"]
+    assert problem["type"].endswith("/tool-call-already-acted")
+    assert (problem["state"], problem["recorded_status"]) == ("completed", 200)
+    assert problem["external_id"] == "1"
+    assert problem["recorded_answer"] == await first.json()
+    assert problem["effect"] == "/v1/effects/" + quote(first.headers["Idem-Key"], safe="")
+    assert "Idem-Step" in problem["detail"]
+    assert "Idem-Step" in problem["another_effect"]
+    assert effects.count("/messages") == 1
+    assert blocked(state, "already_acted") == 1
+
+
+async def test_steps_tell_the_effects_of_one_tool_call_apart(
+    one_effect: tuple[Client, ProxyState], effects: EffectLog
+) -> None:
+    client, _ = one_effect
+    for _ in range(2):
+        outcomes = []
+        for step in "123":
+            body = orjson.dumps({"content": f"part {step}"})
+            headers = {**TOOL_CALL, "Idem-Step": step}
+            answer = await client.post("/up/messages", data=body, headers=headers)
+            outcomes.append(answer.headers["Idem-Outcome"])
+        assert len(set(outcomes)) == 1
+    assert outcomes == ["replayed"] * 3
+    assert effects.count("/messages") == 3
+
+
+async def test_a_second_post_without_a_step_is_refused_and_not_sent(
+    one_effect: tuple[Client, ProxyState], effects: EffectLog
+) -> None:
+    client, _ = one_effect
+    await client.post("/up/messages", data=b'{"content":"1/2"}', headers=TOOL_CALL)
+    second = await client.post("/up/messages", data=b'{"content":"2/2"}', headers=TOOL_CALL)
+
+    assert second.status == 409
+    assert "Idem-Step" in (await second.json(content_type=None))["detail"]
+    assert effects.count("/messages") == 1
+
+
+async def test_a_reworded_rerun_of_an_attempt_that_did_nothing_is_sent(
+    one_effect: tuple[Client, ProxyState], effects: EffectLog
+) -> None:
+    client, _ = one_effect
+    limited = await client.post("/up/status/429", data=b'{"content":"a"}', headers=TOOL_CALL)
+    rerun = await client.post("/up/messages", data=b'{"content":"b"}', headers=TOOL_CALL)
+    again = await client.post("/up/messages", data=b'{"content":"b"}', headers=TOOL_CALL)
+
+    assert limited.status == 429
+    assert rerun.headers["Idem-Outcome"] == "forwarded"
+    assert rerun.headers["Idem-Key"] == limited.headers["Idem-Key"]
+    assert again.headers["Idem-Outcome"] == "replayed"
+    assert effects.count("/messages") == 1
+
+
+async def test_a_reworded_rerun_of_an_unknown_outcome_waits_for_review(
+    one_effect: tuple[Client, ProxyState], effects: EffectLog
+) -> None:
+    client, _ = one_effect
+    lost = await client.post("/up/drop", data=b'{"content":"a"}', headers=TOOL_CALL)
+    rerun = await client.post("/up/messages", data=b'{"content":"b"}', headers=TOOL_CALL)
+
+    assert lost.status == 502
+    assert rerun.status == 409
+    assert rerun.headers["Idem-Outcome"] == "outcome-unknown"
+    assert effects.count() == 1
 
 
 async def test_volatile_fields_do_not_split_a_rerun(

@@ -72,6 +72,22 @@ def test_a_rerun_after_a_crash_replays_the_same_post(
     assert all(via_proxy(fakes, "createRecord"))
 
 
+def test_a_rerun_worded_anew_posts_nothing_and_says_what_was_posted(
+    proxy: ServedProxy, fakes: Fakes, run_id: str, logged_in: Login
+) -> None:
+    first = logged_in(proxy.url, tool_call(run_id)).send_post(f"shipped {run_id}")
+    with pytest.raises(AtProtocolError) as rerun:
+        logged_in(proxy.url, tool_call(run_id)).send_post(f"{run_id} has shipped!")
+
+    answer = rerun.value.response
+    assert answer.status_code == 409
+    problem = answer.content
+    assert problem["type"].endswith("/tool-call-already-acted")
+    assert problem["external_id"] == first.uri
+    assert problem["recorded_answer"]["cid"] == first.cid
+    assert len(posts(fakes, run_id)) == 1
+
+
 def test_an_unknown_create_is_settled_by_reading_the_record_back(
     proxy: ServedProxy, fakes: Fakes, run_id: str, logged_in: Login
 ) -> None:

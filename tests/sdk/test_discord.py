@@ -199,3 +199,19 @@ async def test_a_lost_connection_on_a_send_with_a_file_is_settled_by_its_nonce(
     assert {p["nonce"] for p in payloads} == {created[0]["nonce"]}
     assert not str(created[0]["nonce"]).isdigit()
     assert all(p["enforce_nonce"] is True for p in payloads)
+
+
+@pytest.mark.usefixtures("via")
+async def test_a_rerun_worded_anew_posts_nothing_and_says_what_was_posted(
+    fakes: Fakes, run_id: str, channel_id: int
+) -> None:
+    first = await send(channel_id, f"The report for {run_id} is ready.", tool_call(run_id))
+    with pytest.raises(discord.HTTPException) as rerun:
+        await send(channel_id, f"Report {run_id} is done.", tool_call(run_id))
+
+    assert rerun.value.status == 409
+    problem = orjson.loads(rerun.value.text)
+    assert problem["type"].endswith("/tool-call-already-acted")
+    assert problem["external_id"] == str(first.id)
+    assert problem["recorded_answer"]["content"] == first.content
+    assert len(messages(fakes, channel_id)) == 1

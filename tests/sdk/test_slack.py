@@ -69,3 +69,74 @@ def test_an_unknown_outcome_waits_for_review_and_is_never_resent(
     assert problem["type"].endswith("/outcome-unknown")
     assert len(fakes.slack.made_for(run_id)) == 1
     assert len(fakes.slack.sent_with(run_id)) == 1
+
+
+def refusal(proxy: ServedProxy, headers: dict[str, str], text: str) -> SlackApiError:
+    with pytest.raises(SlackApiError) as refused:
+        new_client(proxy, headers).chat_postMessage(channel="C1", text=text)
+    return refused.value
+
+
+def test_a_rerun_worded_anew_posts_nothing_and_says_what_was_posted(
+    proxy: ServedProxy, fakes: Fakes, run_id: str
+) -> None:
+    first = post(proxy, run_id, f"Deployed {run_id} to production.")
+    rerun = refusal(proxy, tool_call(run_id), f"{run_id} is now live in production.")
+
+    assert rerun.response.status_code == 409
+    problem = rerun.response.data
+    assert isinstance(problem, dict)
+    assert problem["type"].endswith("/tool-call-already-acted")
+    assert problem["external_id"] == first["ts"]
+    assert problem["recorded_answer"] == first
+    assert "Idem-Step" in problem["detail"]
+    assert len(fakes.slack.made_for(run_id)) == 1
+    assert len(fakes.slack.sent_with(run_id)) == 1
+
+
+def test_a_thread_of_posts_with_steps_posts_each_once(
+    proxy: ServedProxy, fakes: Fakes, run_id: str
+) -> None:
+    def thread(wording: str) -> list[str]:
+        stamps: list[str] = []
+        for step in ("1", "2", "3"):
+            client = new_client(proxy, {**tool_call(run_id), "Idem-Step": step})
+            parent = stamps[0] if stamps else None
+            answer = client.chat_postMessage(
+                channel="C1", text=f"{wording} {step}", thread_ts=parent
+            )
+            stamps.append(str(answer["ts"]))
+        return stamps
+
+    posted = thread(f"{run_id} part")
+    assert thread(f"{run_id} part") == posted
+    assert len(fakes.slack.made_for(run_id)) == 3
+
+
+def test_a_second_post_without_a_step_is_refused_and_not_sent(
+    proxy: ServedProxy, fakes: Fakes, run_id: str
+) -> None:
+    post(proxy, run_id, f"{run_id} 1/2")
+    second = refusal(proxy, tool_call(run_id), f"{run_id} 2/2")
+
+    assert second.response.status_code == 409
+    assert second.response.headers["x-should-retry"] == "false"
+    assert "Idem-Step" in second.response.data["another_effect"]
+    assert len(fakes.slack.made_for(run_id)) == 1
+    assert not fakes.slack.sent_with(f"{run_id} 2/2")
+
+
+def test_a_rerun_worded_anew_after_a_rate_limit_is_sent_once(
+    proxy: ServedProxy, fakes: Fakes, run_id: str
+) -> None:
+    fakes.slack.plan("message", Planned(Fault.FAIL_BEFORE, 429, {"ok": False}))
+    client = WebClient(token="xoxb-test", base_url=f"{proxy.url}/slack/api/")
+    client.headers.update(tool_call(run_id))
+    with pytest.raises(SlackApiError) as limited:
+        client.chat_postMessage(channel="C1", text=f"hello {run_id}")
+    assert limited.value.response.status_code == 429
+
+    answer = post(proxy, run_id, f"hi there {run_id}")
+
+    assert answer["ok"] is True
+    assert [made["ts"] for made in fakes.slack.made_for(run_id)] == [answer["ts"]]

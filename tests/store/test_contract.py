@@ -32,6 +32,7 @@ def claim_request(
     batch: str = "batch-1",
     lease_ms: int = LONG_LEASE_MS,
     ttl_s: int = 600,
+    reworded_may_reclaim: bool = False,
 ) -> ClaimRequest:
     meta = EffectMeta(
         batch=batch,
@@ -41,7 +42,9 @@ def claim_request(
         method="POST",
         path="/api/v10/channels/1/messages",
     )
-    return ClaimRequest(key, fingerprint, meta, lease_ms, ttl_s)
+    return ClaimRequest(
+        key, fingerprint, meta, lease_ms, ttl_s, reworded_may_reclaim=reworded_may_reclaim
+    )
 
 
 def completed(status: int = 200, body: bytes = b'{"id":"m1"}', ttl_s: int = 600) -> Settlement:
@@ -175,6 +178,30 @@ async def test_not_applied_is_not_reclaimed_by_a_different_request(store: Store,
     assert result.record is not None
     assert result.record.state is RecordState.NOT_APPLIED
     assert result.fence == 1
+
+
+async def test_not_applied_is_reclaimed_by_a_reworded_tool_call(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    fence = (await store.claim(claim_request(key))).fence
+    await store.settle(key, fence, Settlement(RecordState.NOT_APPLIED, reason="rate limited"))
+    result = await store.claim(claim_request(key, fingerprint="fp-2", reworded_may_reclaim=True))
+    assert (result.claimed, result.fence) == (True, 2)
+    record = await store.get(key)
+    assert record is not None
+    assert (record.state, record.fingerprint, record.attempts) == (RecordState.IN_FLIGHT, "fp-2", 2)
+
+
+async def test_a_reworded_tool_call_reclaims_only_a_freed_key(store: Store, ns: str) -> None:
+    done, unknown = RecordKey(ns, "done"), RecordKey(ns, "unknown")
+    await store.settle(done, (await store.claim(claim_request(done))).fence, completed())
+    fence = (await store.claim(claim_request(unknown))).fence
+    await store.settle(unknown, fence, Settlement(RecordState.UNKNOWN, reason="timed out"))
+    for key, state in ((done, RecordState.COMPLETED), (unknown, RecordState.UNKNOWN)):
+        result = await store.claim(claim_request(key, "fp-2", reworded_may_reclaim=True))
+        assert not result.claimed
+        assert result.record is not None
+        assert (result.record.state, result.record.fingerprint) == (state, "fp-1")
+    assert EventType.REPLAYED not in await event_types(store, ns)
 
 
 async def test_a_stale_fence_can_neither_settle_nor_renew(store: Store, ns: str) -> None:

@@ -37,6 +37,15 @@ class OnMissingKey(StrEnum):
     CONTENT = "content"
 
 
+class ToolCallEffects(StrEnum):
+    """How many effects one tool call makes on a route. ``one``: a request of the tool call
+    without ``Idem-Step`` is keyed by the route, so a re-run the LLM worded anew cannot act a
+    second time; ``many``: it is keyed by its request digest, so each distinct request acts."""
+
+    ONE = "one"
+    MANY = "many"
+
+
 class AdapterName(StrEnum):
     """The upstream's own dedupe mechanism an adapter drives (SPEC section 5)."""
 
@@ -184,6 +193,7 @@ class Route(Frozen):
     match: Match = Match()
     effect: EffectClass = EffectClass.EXTERNAL
     on_missing_key: OnMissingKey = OnMissingKey.REJECT
+    tool_call_effects: ToolCallEffects = ToolCallEffects.MANY
     volatile_fields: tuple[str, ...] = ()
     content_window_s: Annotated[int, Field(ge=1, le=86_400)] = 300
     coalesce_wait_ms: Annotated[int, Field(ge=0, le=600_000)] = 5_000
@@ -235,6 +245,11 @@ class Route(Frozen):
             raise ValueError(
                 f"route {self.name!r}: 'retry' is only allowed on safe routes; an {self.effect}"
                 " effect is never repeated automatically"
+            )
+        if self.tool_call_effects is ToolCallEffects.ONE and self.effect is EffectClass.SAFE:
+            raise ValueError(
+                f"route {self.name!r}: 'tool_call_effects' counts effects; a safe route has"
+                " none, so remove it or make the route external"
             )
         if self.native_key and self.effect is EffectClass.SAFE:
             raise ValueError(

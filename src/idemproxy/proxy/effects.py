@@ -4,6 +4,7 @@ claim -> (claimed) forward, relay, settle
       -> (completed) replay the record
       -> (in flight) wait for the holder, then claim again; still held: 409
       -> (unknown) 409 outcome-unknown, into review; never a blind re-send
+      -> (another request's key) 409 tool-call-already-acted or 422 (proxy/conflicts.py)
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from dataclasses import dataclass
 
 from aiohttp import ClientSession, web
 
-from idemproxy.effectkeys import EffectKey
+from idemproxy.effectkeys import EffectKey, KeySource
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.metrics import Children, DuplicateKind, Metrics
 from idemproxy.policies.model import EffectClass, Route
 from idemproxy.proxy.append import AppendGuard
 from idemproxy.proxy.attempts import Attempts
+from idemproxy.proxy.conflicts import idempotency_key_reused, tool_call_already_acted
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
 from idemproxy.proxy.headers import (
     ask_decodable_codings,
@@ -104,6 +106,7 @@ class EffectFlow:
             ctx.route.lease_ms,
             ctx.route.ttl_s,
             ignore_pause=ctx.operator,
+            reworded_may_reclaim=ctx.key.source is KeySource.TOOL_CALL,
         )
         waited = reconciled = False
         while True:
@@ -118,20 +121,17 @@ class EffectFlow:
                 raise agent_paused(ctx.key.record_key.agent, result.paused)
             record = result.record
             assert record is not None
-            if record.fingerprint != ctx.fingerprint:
-                self._blocked(ctx, DuplicateKind.REUSED_KEY)
-                raise RequestRefused(
-                    ProblemCode.IDEMPOTENCY_KEY_REUSED,
-                    "this key already belongs to a different request (method, path or body);"
-                    " use a new key for a new effect",
-                )
+            other_request = record.fingerprint != ctx.fingerprint
+            if other_request:
+                self._refuse_other_request(ctx, record)
             if record.state is RecordState.COMPLETED:
                 kind = DuplicateKind.COALESCED if waited else DuplicateKind.REPLAYED
                 self._blocked(ctx, kind)
                 outcome = Outcome.COALESCED if waited else Outcome.REPLAYED
                 return replay_response(record, outcome), outcome
             if record.state is RecordState.UNKNOWN:
-                settled = await self._reconcile(ctx, record, tried=reconciled)
+                # A reconcile re-sends this request, which is not the one in doubt.
+                settled = await self._reconcile(ctx, record, tried=reconciled or other_request)
                 if settled.record is not None:
                     outcome = Outcome.RECONCILED
                     return replay_response(settled.record, outcome), outcome
@@ -152,6 +152,16 @@ class EffectFlow:
             except StoreError as exc:
                 raise store_unavailable() from exc
             waited = True
+
+    def _refuse_other_request(self, ctx: EffectContext, record: EffectRecord) -> None:
+        """Refuse a request whose key belongs to another request, unless that one may still
+        end: a tool call's re-run waits for an attempt in flight, then learns what it did."""
+        if ctx.key.source is not KeySource.TOOL_CALL:
+            self._blocked(ctx, DuplicateKind.REUSED_KEY)
+            raise idempotency_key_reused(record)
+        if record.state is RecordState.COMPLETED:
+            self._blocked(ctx, DuplicateKind.ALREADY_ACTED)
+            raise tool_call_already_acted(record)
 
     async def _reconcile(self, ctx: EffectContext, record: EffectRecord, tried: bool) -> Reconciled:
         """Settle an unknown outcome through the upstream adapter, or refuse it for review.

@@ -20,6 +20,7 @@ _STATUS: dict[ProblemCode, tuple[int, str]] = {
     ProblemCode.UNKNOWN_UPSTREAM: (404, "Unknown upstream"),
     ProblemCode.REQUEST_IN_PROGRESS: (409, "Request in progress"),
     ProblemCode.OUTCOME_UNKNOWN: (409, "Outcome unknown"),
+    ProblemCode.TOOL_CALL_ALREADY_ACTED: (409, "Tool call already acted"),
     ProblemCode.BODY_TOO_LARGE: (413, "Request body too large"),
     ProblemCode.UNSUPPORTED_CONTENT_ENCODING: (415, "Unsupported content encoding"),
     ProblemCode.IDEMPOTENCY_KEY_REUSED: (422, "Idempotency key reused"),

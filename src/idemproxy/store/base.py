@@ -61,8 +61,9 @@ class Store(Protocol):
     async def claim(self, request: ClaimRequest) -> ClaimResult:
         """Atomically take the key for one attempt, or report the record that stands.
 
-        - no record, or ``not_applied`` with the same fingerprint: becomes ``in_flight`` with
-          ``fence`` one above the last and a lease of ``lease_ms``; ``attempts`` grows by one.
+        - no record, or ``not_applied`` with the same fingerprint (any fingerprint when the
+          request says ``reworded_may_reclaim``): becomes ``in_flight`` with ``fence`` one
+          above the last and a lease of ``lease_ms``; ``attempts`` grows by one.
         - ``in_flight`` under a live lease, ``completed``, ``unknown``, or a fingerprint that
           differs: unchanged, returned. A ``completed`` record with the same fingerprint emits
           an ``effect.replayed`` event (one with another fingerprint is a refusal, not a replay).

@@ -125,9 +125,8 @@ class MemoryStore:
             if record.state is RecordState.IN_FLIGHT and record.lease_expires_ms <= now_ms:
                 record = self._lapse(record, now_ms)
                 return ClaimResult(claimed=False, fence=record.fence, record=record)
-            reclaimable = (
-                record.state is RecordState.NOT_APPLIED
-                and record.fingerprint == request.fingerprint
+            reclaimable = record.state is RecordState.NOT_APPLIED and (
+                record.fingerprint == request.fingerprint or request.reworded_may_reclaim
             )
             if not reclaimable:
                 # A different fingerprint is refused (key reused), not replayed.

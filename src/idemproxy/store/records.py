@@ -94,6 +94,9 @@ class ClaimRequest:
     ttl_s: int
     # An operator's own effect (a compensation) is claimed even while the agent is paused.
     ignore_pause: bool = False
+    # A freed (not_applied) record is taken even when its fingerprint differs: the key names a
+    # tool call, and a re-run of a tool call whose first attempt did nothing may be worded anew.
+    reworded_may_reclaim: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +104,10 @@ class ClaimResult:
     """Either this attempt now holds the key (``claimed``) or ``record`` says who does.
 
     A claim is refused when the record is in flight under a live lease, completed, unknown, or
-    when a freed (not_applied) record carries a different fingerprint: the caller decides what
-    the request gets from ``record``. A claim that finds an expired lease turns the record
-    ``unknown`` (its holder died) and returns that.
+    when a freed (not_applied) record carries a different fingerprint and the request does not
+    say ``reworded_may_reclaim``: the caller decides what the request gets from ``record``.
+    A claim that finds an expired lease turns the record ``unknown`` (its holder died) and
+    returns that.
     """
 
     claimed: bool

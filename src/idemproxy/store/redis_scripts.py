@@ -61,7 +61,7 @@ end
 # KEYS: record, outbox, unknown zset, batch set of the request's batch, leases zset, control.
 # ARGV: effect id, fingerprint, lease ms, ttl ms, batch, tool call, action, upstream, method,
 #       path, event retention ms, reason written when an expired lease is found, ignore the
-#       agent's pause ('1' or '0').
+#       agent's pause ('1' or '0'), take a freed key under another fingerprint ('1' or '0').
 # Returns {1, fence} when claimed, else {0, fence, HGETALL of the record}: the caller gets the
 # standing record, body included, in the same round trip, so a replay costs one. A claim that
 # would take the key of a paused agent returns {2, fence, origin, reason, actor, since}: the
@@ -86,7 +86,7 @@ if state then
     end
     return {0, fence, redis.call('HGETALL', record)}
   end
-  if state ~= 'not_applied' or cur[3] ~= fingerprint then
+  if state ~= 'not_applied' or (cur[3] ~= fingerprint and ARGV[14] ~= '1') then
     if state == 'completed' and cur[3] == fingerprint then
       emit(record, stream, effect_id, 'effect.replayed', now, retention_ms)
     end

@@ -146,6 +146,7 @@ class RedisStore(RedisControl):
             self._retention_ms,
             EXPIRED_LEASE_REASON,
             "1" if request.ignore_pause else "0",
+            "1" if request.reworded_may_reclaim else "0",
         ]
         with _translated("claim"):
             # Before the claim: an agent must be listed by the time it has a record to sweep.

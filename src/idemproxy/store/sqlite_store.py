@@ -335,7 +335,8 @@ def _claim(db: sqlite3.Connection, request: ClaimRequest, now_ms: int) -> ClaimR
             record = _lapse(db, record, found[1], now_ms)
             return ClaimResult(claimed=False, fence=record.fence, record=record)
         same_request = record.fingerprint == request.fingerprint
-        if record.state is not RecordState.NOT_APPLIED or not same_request:
+        freed = record.state is RecordState.NOT_APPLIED
+        if not freed or not (same_request or request.reworded_may_reclaim):
             if record.state is RecordState.COMPLETED and same_request:
                 schema.append_event(db, record, EventType.REPLAYED, now_ms)
             return ClaimResult(claimed=False, fence=record.fence, record=record)
