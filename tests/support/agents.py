@@ -5,8 +5,10 @@ the same time (an agent restarted while its old instance was still going), and s
 finished batch is run again whole (a recovery run). Every call carries the batch and tool-call
 headers and the same content on every repeat, but each attempt encodes it anew, as SDKs do: a
 fresh random nonce (a volatile field), and as plain JSON, gzipped with a fresh timestamp, or
-multipart with a fresh boundary and the JSON in a ``payload_json`` part. So every repeat is the
-same effect only if the proxy sees through the encoding.
+multipart with a fresh boundary and the JSON in a ``payload_json`` part. Some attempts are worded
+anew, as an LLM re-planning after a crash does. So every repeat is the same effect only if the
+proxy sees through the encoding, and acts once per tool call (the chaos route is
+``tool_call_effects: one``) whatever the wording.
 
 What an agent does with an answer (:func:`verdict`) is what the SPEC tells it to: retry when
 nothing can have happened or the proxy asks it to come back, stop on an answer, and stop on an
@@ -30,6 +32,8 @@ RETRY_OUTCOMES = frozenset(
     {"store-unavailable", "shutting-down", "request-in-progress", "upstream-unreachable"}
 )
 UNKNOWN_OUTCOMES = frozenset({"outcome-unknown", "upstream-timeout", "upstream-disconnected"})
+# A request worded anew for a tool call that already acted: the answer says what it did.
+ALREADY_ACTED = "tool-call-already-acted"
 REQUEST_TIMEOUT_S = 15.0
 
 
@@ -54,9 +58,10 @@ class ToolCall:
     def headers(self) -> dict[str, str]:
         return {"Idem-Agent": self.agent, "Idem-Batch": self.batch, "Idem-Tool-Call": self.call}
 
-    def content(self, nonce: int) -> bytes:
-        document = {"effect": self.effect, "text": f"result of {self.call}", "nonce": nonce}
-        return orjson.dumps(document)
+    def content(self, nonce: int, wording: int = 0) -> bytes:
+        """The call's JSON; a ``wording`` other than 0 is the LLM putting the same text anew."""
+        text = f"result of {self.call}" + (f", worded anew ({wording})" if wording else "")
+        return orjson.dumps({"effect": self.effect, "text": text, "nonce": nonce})
 
 
 class Encoding(StrEnum):
@@ -69,9 +74,11 @@ class Encoding(StrEnum):
 VOLATILE_FIELDS = ("/nonce", "/payload_json/nonce")
 
 
-def encoded(call: ToolCall, encoding: Encoding, rng: random.Random) -> tuple[bytes, dict[str, str]]:
+def encoded(
+    call: ToolCall, encoding: Encoding, rng: random.Random, wording: int = 0
+) -> tuple[bytes, dict[str, str]]:
     """One attempt's body and headers: the call's content, encoded afresh."""
-    content = call.content(nonce=rng.getrandbits(32))
+    content = call.content(nonce=rng.getrandbits(32), wording=wording)
     headers = call.headers()
     if encoding is Encoding.JSON:
         return content, {**headers, "Content-Type": "application/json"}
@@ -103,7 +110,7 @@ class Answer:
 
 
 def verdict(status: int, outcome: str) -> Verdict:
-    if status == 200:
+    if status == 200 or (status == 409 and outcome == ALREADY_ACTED):
         return Verdict.DONE
     if outcome in RETRY_OUTCOMES or outcome == "connection-error":
         return Verdict.RETRY
@@ -129,6 +136,8 @@ async def send(
             upstream_id = None
             if response.status == 200:
                 upstream_id = int(orjson.loads(body)["id"])
+            elif response.headers.get("Idem-Outcome") == ALREADY_ACTED:
+                upstream_id = int(orjson.loads(body)["recorded_answer"]["id"])
             return Answer(
                 response.status,
                 response.headers.get("Idem-Outcome", ""),
@@ -148,6 +157,7 @@ class Journal:
     answers: dict[ToolCall, list[Answer]] = field(default_factory=dict)
     outcomes: Counter[str] = field(default_factory=Counter)
     encodings: Counter[Encoding] = field(default_factory=Counter)
+    reworded: int = 0  # attempts sent worded anew
     calls: list[ToolCall] = field(default_factory=list)
     spent: asyncio.Event = field(default_factory=asyncio.Event)  # set once the budget is used
 
@@ -174,6 +184,7 @@ class AgentPlan:
     # aside; a JSON body may go gzipped on one attempt and plain on the next.
     multipart_rate: float = 0.3
     gzip_rate: float = 0.4
+    reword_rate: float = 0.2  # an attempt whose text the LLM put in other words
 
 
 class Agent:
@@ -227,7 +238,9 @@ class Agent:
             self.journal.sent += 1
             encoding = self.encoding(call)
             self.journal.encodings[encoding] += 1
-            request = encoded(call, encoding, self.rng)
+            wording = self.rng.randint(1, 1000) if self.rng.random() < self.plan.reword_rate else 0
+            self.journal.reworded += bool(wording)
+            request = encoded(call, encoding, self.rng, wording)
             answer = await send(self.session, self.pick_proxy(), request)
             self.journal.note(call, answer)
             if answer.verdict is not Verdict.RETRY:

@@ -164,6 +164,7 @@ def _figures(
         "agents": profile.agents,
         "requests": journal.sent,
         "request_encodings": {str(k): v for k, v in sorted(journal.encodings.items())},
+        "requests_reworded": journal.reworded,
         "effects": report.effects,
         "applied_at_upstream": report.applied,
         "final_states": dict(sorted(report.states.items())),

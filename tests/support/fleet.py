@@ -130,7 +130,7 @@ def write_proxy_config(
     policy.write_text(
         "name: chaos\nroutes: []\n"
         f"default: {{name: write, lease_ms: {lease_ms}, coalesce_wait_ms: {coalesce_wait_ms},"
-        f" volatile_fields: [{', '.join(VOLATILE_FIELDS)}]}}\n"
+        f" volatile_fields: [{', '.join(VOLATILE_FIELDS)}], tool_call_effects: one}}\n"
     )
     upstream = f"url: '{upstream_url}/api', policy: '{policy}', read_timeout_s: {read_timeout_s}"
     # Short controller timings, so deliveries catch up within a test after faults.
