@@ -102,6 +102,7 @@ async def test_the_same_json_gzipped_twice_is_one_effect(
     sent = upstream.effects("/messages")
     assert len(sent) == 1
     # The upstream got the body decoded, the volatile nonce as the agent sent it.
+    assert "Content-Encoding" not in sent[0]["headers"]
     assert orjson.loads(sent[0]["body"]) == {"content": "hello", "nonce": "1"}
 
 
@@ -112,7 +113,9 @@ async def test_a_deflated_body_is_decoded_too(proxy: ServedProxy, upstream: Fake
     first = await post(proxy, "/api/messages", zlib.compress(message), headers)
 
     assert first[0] == 200
-    assert orjson.loads(upstream.effects("/messages")[0]["body"]) == {"content": "deflated"}
+    sent = upstream.effects("/messages")[0]
+    assert "Content-Encoding" not in sent["headers"]
+    assert int(sent["headers"]["Content-Length"]) == len(message)
 
 
 @pytest.mark.parametrize(
@@ -133,7 +136,7 @@ async def test_a_body_that_cannot_be_decoded_is_refused_and_nothing_sent(
 
     assert answer[0] == status
     assert problem_code(answer[2]) == code
-    assert "nothing was sent" in orjson.loads(answer[2])["detail"] or status != 400
+    assert "nothing was sent" in orjson.loads(answer[2])["detail"]
     if status == 415:
         assert answer[1]["Accept-Encoding"] == "gzip, deflate"
     assert upstream.effects("/messages") == []

@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -109,9 +110,9 @@ class FakeUpstream(UpstreamProcess):
     def __init__(self, log_dir: Path) -> None:
         super().__init__(log_dir, "tests.support.upstream", "upstream")
 
-    def effects(self, path_suffix: str = "") -> list[dict[str, str]]:
+    def effects(self, path_suffix: str = "") -> list[dict[str, Any]]:
         _, body = http_get(f"{self.url}/_effects")
-        effects: list[dict[str, str]] = orjson.loads(body)
+        effects: list[dict[str, Any]] = orjson.loads(body)
         return [e for e in effects if e["path"].endswith(path_suffix)]
 
 

@@ -131,7 +131,14 @@ async def effects(request: web.Request) -> web.Response:
     return web.Response(
         body=orjson.dumps(
             [
-                {"method": e.method, "path": e.path, "body": e.body.decode("utf-8", "replace")}
+                {
+                    "method": e.method,
+                    "path": e.path,
+                    "body": e.body.decode("utf-8", "replace"),
+                    # aiohttp decodes a gzip or deflate request body before the handler reads
+                    # it: only the headers show what came on the wire.
+                    "headers": {str(name): value for name, value in e.headers.items()},
+                }
                 for e in log.effects
             ]
         ),

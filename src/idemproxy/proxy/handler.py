@@ -119,7 +119,9 @@ def decoded_body(request: web.Request, body: bytes, limit_bytes: int) -> bytes:
         if exc.too_large:
             raise body_too_large(limit_bytes, when_decoded=True) from exc
         if exc.unsupported:
-            raise RequestRefused(ProblemCode.UNSUPPORTED_CONTENT_ENCODING, str(exc)) from exc
+            raise RequestRefused(
+                ProblemCode.UNSUPPORTED_CONTENT_ENCODING, f"{exc}; nothing was sent"
+            ) from exc
         raise RequestRefused(
             ProblemCode.INVALID_REQUEST,
             f"the request says Content-Encoding: {coding} but {exc}; nothing was sent: send the"
@@ -131,8 +133,8 @@ def body_too_large(limit_bytes: int, *, when_decoded: bool = False) -> RequestRe
     what = "decodes to more than" if when_decoded else "exceeds"
     return RequestRefused(
         ProblemCode.BODY_TOO_LARGE,
-        f"the request body {what} this route's limit of {limit_bytes} bytes; send less, or"
-        " raise max_body_bytes in the route's policy",
+        f"the request body {what} this route's limit of {limit_bytes} bytes, so nothing was"
+        " sent; send less, or raise max_body_bytes in the route's policy",
     )
 
 
