@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import itertools
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from types import SimpleNamespace
 from typing import Any
@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from tests.sdk.conftest import Fakes, tool_call
-from tests.support.fakes.service import Fault, Planned, form_parts
+from tests.support.fakes.service import Fault, Planned, Seen, form_parts
 from tests.support.processes import ServedProxy
 
 _channels = itertools.count(1)
@@ -75,6 +75,18 @@ async def send_with_file(channel_id: int, text: str, headers: dict[str, str]) ->
         return await client.get_partial_messageable(channel_id).send(text, file=report)
 
 
+Sender = Callable[[int, str, dict[str, str]], Awaitable[discord.Message]]
+
+
+def sent_message(seen: Seen) -> dict[str, Any]:
+    """The message JSON of a create as Discord got it: the body, or its payload_json part."""
+    body = seen.body
+    if seen.headers["Content-Type"].startswith("multipart/form-data"):
+        body = form_parts(seen.headers["Content-Type"], body)["payload_json"][1]
+    message: dict[str, Any] = orjson.loads(body)
+    return message
+
+
 def messages(fakes: Fakes, channel_id: int) -> list[dict[str, Any]]:
     return [m for m in fakes.discord.messages if m["channel_id"] == str(channel_id)]
 
@@ -127,18 +139,27 @@ async def test_an_sdk_retry_after_a_500_that_had_posted_makes_one_message(
 
 
 @pytest.mark.usefixtures("via")
+@pytest.mark.parametrize("sender", [send, send_with_file], ids=["json", "with_file"])
 async def test_an_sdk_retry_after_a_lost_connection_makes_one_message(
-    fakes: Fakes, run_id: str, channel_id: int
+    fakes: Fakes, run_id: str, channel_id: int, sender: Sender
 ) -> None:
     fakes.discord.plan("message", Planned(Fault.DROP_AFTER))
 
-    message = await send(channel_id, f"dropped {run_id}", tool_call(run_id))
+    message = await sender(channel_id, f"dropped {run_id}", tool_call(run_id))
 
     # The proxy answered 502 (outcome unknown); discord.py retries a 502 by itself, and the
     # proxy settled it by re-sending under the same nonce, which Discord deduplicated.
     created = messages(fakes, channel_id)
     assert len(created) == 1
     assert message.id == int(created[0]["id"])
+    payloads = [sent_message(seen) for seen in fakes.discord.seen_on(f"/channels/{channel_id}/")]
+    assert len(payloads) == 2
+    # Both attempts carried the nonce derived from the tool call, enforced, not discord.py's
+    # random one (in the payload_json part of a send with a file): a fresh send after a crash
+    # carries it too.
+    assert {p["nonce"] for p in payloads} == {created[0]["nonce"]}
+    assert not str(created[0]["nonce"]).isdigit()
+    assert all(p["enforce_nonce"] is True for p in payloads)
 
 
 async def test_after_the_nonce_window_an_unknown_outcome_waits_for_review(
@@ -174,31 +195,6 @@ async def test_a_rerun_of_a_send_with_a_file_replays_the_same_message(
     assert created[0]["attachments"][0]["filename"] == "report.txt"
     # The nonce Discord saw inside payload_json is the proxy's, derived from the tool call.
     assert not str(created[0]["nonce"]).isdigit()
-
-
-@pytest.mark.usefixtures("via")
-async def test_a_lost_connection_on_a_send_with_a_file_is_settled_by_its_nonce(
-    fakes: Fakes, run_id: str, channel_id: int
-) -> None:
-    fakes.discord.plan("message", Planned(Fault.DROP_AFTER))
-
-    message = await send_with_file(channel_id, f"dropped file {run_id}", tool_call(run_id))
-
-    # discord.py retried the proxy's 502; the proxy re-sent under the same enforced nonce,
-    # and Discord answered with the message the first attempt had made.
-    created = messages(fakes, channel_id)
-    assert len(created) == 1
-    assert message.id == int(created[0]["id"])
-    sent = fakes.discord.seen_on(f"/channels/{channel_id}/")
-    assert len(sent) == 2
-    payloads = [
-        orjson.loads(form_parts(s.headers["Content-Type"], s.body)["payload_json"][1]) for s in sent
-    ]
-    # Both attempts carried the nonce derived from the tool call, enforced, not discord.py's
-    # random one: a fresh send after a crash would carry it too.
-    assert {p["nonce"] for p in payloads} == {created[0]["nonce"]}
-    assert not str(created[0]["nonce"]).isdigit()
-    assert all(p["enforce_nonce"] is True for p in payloads)
 
 
 @pytest.mark.usefixtures("via")
