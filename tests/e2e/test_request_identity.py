@@ -74,11 +74,6 @@ async def post(
         return answer.status, dict(answer.headers), await answer.read()
 
 
-# A repeat sent the moment the first answer arrived can still find its outcome being written
-# (docs/reliability.md): it then waits for it and is answered "coalesced", with the same body.
-REPEATED = ("replayed", "coalesced")
-
-
 def problem_code(body: bytes) -> str:
     document = orjson.loads(body)
     kind: str = document["type"]
@@ -97,8 +92,8 @@ async def test_the_same_json_gzipped_twice_is_one_effect(
     plain = await post(proxy, "/api/messages", again_message, {**TOOL_CALL, **JSON})
 
     assert first[0] == 200
-    assert again[1]["Idem-Outcome"] in REPEATED
-    assert plain[1]["Idem-Outcome"] in REPEATED  # the coding is no part of the identity
+    assert again[1]["Idem-Outcome"] == "replayed"
+    assert plain[1]["Idem-Outcome"] == "replayed"  # the coding is no part of the identity
     sent = upstream.effects("/messages")
     assert len(sent) == 1
     # The upstream got the body decoded, the volatile nonce as the agent sent it.
@@ -156,7 +151,7 @@ async def test_multipart_bodies_with_new_boundaries_are_one_effect(
     again = await post(proxy, "/api/messages", form("2"), TOOL_CALL)
 
     assert first[0] == 200
-    assert again[1]["Idem-Outcome"] in REPEATED
+    assert again[1]["Idem-Outcome"] == "replayed"
     assert again[2] == first[2]
     assert len(upstream.effects("/messages")) == 1
 
@@ -172,7 +167,7 @@ async def test_form_fields_in_another_order_with_a_stray_separator_are_one_effec
     )
 
     assert first[0] == 200
-    assert again[1]["Idem-Outcome"] in REPEATED
+    assert again[1]["Idem-Outcome"] == "replayed"
     assert len(upstream.effects("/messages")) == 1
 
 
@@ -213,7 +208,7 @@ async def test_a_rerun_of_apply_writes_with_fresh_timestamps_is_one_effect(
     again = await post(proxy, "/api/messages", writes("2026-12-01T10:05:00"), {**TOOL_CALL, **JSON})
 
     assert first[0] == 200
-    assert again[1]["Idem-Outcome"] in REPEATED
+    assert again[1]["Idem-Outcome"] == "replayed"
     assert len(upstream.effects("/messages")) == 1
 
 
@@ -236,7 +231,7 @@ async def test_a_content_keyed_retry_across_a_window_edge_is_one_effect(
     later = await post(proxy, "/api/content/messages", body, JSON)
 
     assert first[0] == 200
-    assert retry[1]["Idem-Outcome"] in REPEATED
+    assert retry[1]["Idem-Outcome"] == "replayed"
     # After the window the same content is a new effect.
     assert later[1]["Idem-Outcome"] == "forwarded"
     assert len(upstream.effects("/content/messages")) == 2

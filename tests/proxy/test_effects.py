@@ -13,7 +13,14 @@ from aiohttp.test_utils import TestClient
 
 from idemproxy.proxy.handler import ProxyState
 from idemproxy.store.memory import MemoryStore
-from idemproxy.store.records import ClaimRequest, EffectMeta, RecordKey, RecordState, Resolution
+from idemproxy.store.records import (
+    ClaimRequest,
+    EffectMeta,
+    RecordKey,
+    RecordState,
+    Resolution,
+    Settlement,
+)
 from tests.proxy.conftest import ProxyFactory
 from tests.support.upstream import EffectLog
 
@@ -443,3 +450,31 @@ async def test_an_effect_asks_the_upstream_only_for_codings_the_proxy_can_read(
     assert effects.effects[-1].headers["Accept-Encoding"] == asked
     # A read is passed through as asked: the proxy records nothing of it.
     assert dict((await read.json())["headers"])["Accept-Encoding"] == accepted
+
+
+class SlowSettleStore(MemoryStore):
+    """A store whose outcome writes take a while, as a loaded Redis's do."""
+
+    async def settle(self, key: RecordKey, fence: int, settlement: Settlement) -> bool:
+        await asyncio.sleep(0.3)
+        return await super().settle(key, fence, settlement)
+
+
+@pytest.mark.parametrize("path", ["/up/messages", "/up/sse?events=3&gap_ms=1"])
+async def test_the_outcome_is_recorded_before_the_agent_has_the_answer(
+    make_proxy: ProxyFactory, path: str
+) -> None:
+    store = SlowSettleStore()
+    client, _ = await make_proxy(store=store)
+
+    first = await client.post(path, data=b'{"content":"hi"}', headers=TOOL_CALL)
+    body = await first.read()
+    record = await store.get(RecordKey(*first.headers["Idem-Key"].split("/", 1)))
+    again = await client.post(path, data=b'{"content":"hi"}', headers=TOOL_CALL)
+
+    # A crash right after the answer arrived cannot leave its effect unknown, and the
+    # repeat that comes at once is a replay, not a wait for an attempt still writing.
+    assert record is not None
+    assert record.state is RecordState.COMPLETED
+    assert again.headers["Idem-Outcome"] == "replayed"
+    assert await again.read() == body

@@ -34,7 +34,7 @@ from idemproxy.proxy.lease import LeaseKept
 from idemproxy.proxy.native import NativeDedupe, Reconciled
 from idemproxy.proxy.outcome import Outcome, outcome_headers
 from idemproxy.proxy.paused import agent_paused
-from idemproxy.proxy.relay import relay
+from idemproxy.proxy.relay import Relayed, relay
 from idemproxy.proxy.upstreams import Target
 from idemproxy.proxy.verdicts import (
     classify_status,
@@ -222,6 +222,7 @@ class EffectFlow:
         ask_decodable_codings(headers)
         sent = self.native.outgoing(ctx)  # the agent's request, carrying the native key
         headers.update(sent.headers)
+        recorded = False
         try:
             async with Exchange(
                 self.session,
@@ -240,22 +241,29 @@ class EffectFlow:
                 client_headers.extend(outcome_headers(outcome, str(ctx.key)))
                 client_headers.extend(ctx.answer_headers)
                 capture = route.max_recorded_bytes if verdict is RecordState.COMPLETED else None
-                response, relayed = await relay(ctx.request, answer, client_headers, capture)
                 stored_headers = headers_to_store(
                     answer.headers, allow_set_cookie=route.allow_set_cookie
                 )
-                settlement = settlement_for(verdict, answer.status, stored_headers, relayed, route)
+
+                async def record(relayed: Relayed) -> None:
+                    nonlocal recorded
+                    recorded = True  # before the write: a cancelled settle still lands (shield)
+                    settled = settlement_for(verdict, answer.status, stored_headers, relayed, route)
+                    await self._settle(ctx, fence, settled)
+
+                response, _ = await relay(ctx.request, answer, client_headers, capture, record)
         except UpstreamFailure as failure:
             return await self._failed(ctx, fence, failure)
         except asyncio.CancelledError:
-            # Shutdown or a dropped handler while the upstream may hold the request.
-            stopped = Settlement(
-                RecordState.UNKNOWN, reason="proxy stopped before the upstream answered"
-            )
-            # The proxy stopping is no failure of the agent's: it does not count toward a pause.
-            await self._settle(ctx, fence, stopped, counted=False)
+            if not recorded:
+                # Shutdown or a dropped handler while the upstream may hold the request.
+                stopped = Settlement(
+                    RecordState.UNKNOWN, reason="proxy stopped before the upstream answered"
+                )
+                # The proxy stopping is no failure of the agent's: it does not count toward a
+                # pause.
+                await self._settle(ctx, fence, stopped, counted=False)
             raise
-        await self._settle(ctx, fence, settlement)
         return response, outcome
 
     async def _failed(

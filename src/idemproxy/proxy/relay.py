@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -22,16 +23,24 @@ class Relayed:
     client_gone: bool  # the agent disconnected before the end
 
 
+# Writes the outcome of what was relayed; awaited before the agent can see the answer's end.
+Recorder = Callable[[Relayed], Awaitable[None]]
+
+
 async def relay(
     request: web.Request,
     upstream: ClientResponse,
     headers: CIMultiDict[str],
     capture_limit: int | None,
+    record: Recorder | None = None,
 ) -> tuple[web.StreamResponse, Relayed]:
     """Pass the body through chunk by chunk (SSE events leave as they come).
 
     With ``capture_limit`` set the upstream is read to its end even if the agent went away, so
-    the record holds the whole answer for the agent's retry after it restarts.
+    the record holds the whole answer for the agent's retry after it restarts. ``record`` runs
+    before the agent has the whole answer: before a body read whole is sent, and before a
+    stream's end. So an agent that has its answer finds the outcome written: a crash just after
+    cannot leave it unknown, and a repeat sent at once is a replay.
     """
     length = upstream.content_length
     if (
@@ -41,8 +50,12 @@ async def relay(
         and upstream.status not in _BODILESS_STATUSES
     ):
         body, complete = await _read_whole(upstream)
-        return await _send_read(request, upstream, headers, body, capture_limit, complete=complete)
-    return await _stream(request, upstream, headers, capture_limit)
+        captured, truncated = _capture(body, capture_limit)
+        if record is not None:
+            await record(Relayed(captured, truncated, complete, client_gone=False))
+        response, client_gone = await _send_read(request, upstream, headers, body, complete)
+        return response, Relayed(captured, truncated, complete, client_gone)
+    return await _stream(request, upstream, headers, capture_limit, record)
 
 
 async def _read_whole(upstream: ClientResponse) -> tuple[bytes, bool]:
@@ -65,10 +78,8 @@ async def _send_read(
     upstream: ClientResponse,
     headers: CIMultiDict[str],
     body: bytes,
-    capture_limit: int | None,
-    *,
     complete: bool,
-) -> tuple[web.StreamResponse, Relayed]:
+) -> tuple[web.StreamResponse, bool]:
     """Send a body read whole with its head in one write; a body cut short is passed on and
     then the connection dropped, so that it cannot look complete to the agent."""
     response: web.StreamResponse
@@ -88,8 +99,7 @@ async def _send_read(
         client_gone = True
     if not complete and request.transport is not None:
         request.transport.close()
-    captured, truncated = _capture(body, capture_limit)
-    return response, Relayed(captured, truncated, complete, client_gone)
+    return response, client_gone
 
 
 def _capture(body: bytes, capture_limit: int | None) -> tuple[bytes, bool]:
@@ -103,6 +113,7 @@ async def _stream(
     upstream: ClientResponse,
     headers: CIMultiDict[str],
     capture_limit: int | None,
+    record: Recorder | None,
 ) -> tuple[web.StreamResponse, Relayed]:
     response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
     captured = bytearray()
@@ -127,6 +138,8 @@ async def _stream(
         complete = not client_gone or capture_limit is not None
     except (aiohttp.ClientError, TimeoutError):
         complete = False
+    if record is not None:
+        await record(Relayed(bytes(captured), truncated, complete, client_gone))
     if not client_gone:
         if complete:
             try:
