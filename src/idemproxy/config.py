@@ -177,6 +177,8 @@ class ProxyConfig(Frozen):
     admin_token: SecretStr | None = None
     log_level: LogLevel = LogLevel.INFO
     shutdown_timeout_s: Annotated[float, Field(ge=0, le=3600)] = 20.0
+    # Longest an agent may take to accept one write of its answer before it counts as gone.
+    agent_write_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
     # Proxy processes sharing the listener (SO_REUSEPORT); one event loop uses one core.
     workers: Annotated[int, Field(ge=1, le=64)] = 1
     upstreams: dict[UpstreamName, UpstreamConfig] = {}

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
+import time
 from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
 
+from idemproxy.store.memory import MemoryStore
+from idemproxy.store.records import RecordState
 from tests.proxy.conftest import ProxyFactory
 from tests.proxy.test_effects import TOOL_CALL
 
@@ -60,3 +65,63 @@ async def test_a_cut_body_on_a_safe_route_breaks_the_agents_connection(
     assert response.status == 200
     with pytest.raises(aiohttp.ClientPayloadError):
         await response.read()
+
+
+BIG_BYTES = 8_000_000
+
+
+async def open_request(port: int, path: str, receive_buffer: int | None = None) -> socket.socket:
+    """A raw agent connection that has sent its request and read nothing yet."""
+    sock = socket.socket()
+    if receive_buffer is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    head = "".join(f"{name}: {value}\r\n" for name, value in TOOL_CALL.items())
+    request = f"POST {path} HTTP/1.1\r\nHost: x\r\n{head}Content-Length: 2\r\n\r\n{{}}"
+    await asyncio.get_running_loop().sock_sendall(sock, request.encode())
+    return sock
+
+
+async def settled_state(store: MemoryStore, timeout_s: float) -> RecordState | None:
+    """The state of the one record once it leaves in_flight, or in_flight after the timeout."""
+    deadline = time.monotonic() + timeout_s
+    state = None
+    while time.monotonic() < deadline:
+        records = await store.batch_records("default", TOOL_CALL["Idem-Batch"])
+        state = records[0].state if records else None
+        if state not in (None, RecordState.IN_FLIGHT):
+            return state
+        await asyncio.sleep(0.05)
+    return state
+
+
+async def test_an_agent_that_leaves_mid_answer_still_gets_its_effect_completed(
+    make_proxy: ProxyFactory,
+) -> None:
+    store = MemoryStore()
+    client, _ = await make_proxy(store=store)
+    assert client.port is not None
+    sock = await open_request(client.port, f"/up/big?bytes={BIG_BYTES}", receive_buffer=4096)
+    await asyncio.get_running_loop().sock_recv(sock, 4096)  # the head and a little of the body
+    await asyncio.sleep(0.3)  # the proxy's writes back up: it waits for the agent to read
+    # Gone at once: the connection is reset, as when the agent's process is killed.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+    assert await settled_state(store, timeout_s=10) is RecordState.COMPLETED
+    events = [str(e.type) for e in await store.read_events("default", limit=100)]
+    assert "effect.completed" in events
+
+
+async def test_an_agent_that_stops_reading_does_not_hold_its_effect_in_flight(
+    make_proxy: ProxyFactory,
+) -> None:
+    store = MemoryStore()
+    client, _ = await make_proxy(store=store, agent_write_timeout_s=0.5)
+    assert client.port is not None
+    sock = await open_request(client.port, f"/up/big?bytes={BIG_BYTES}", receive_buffer=4096)
+
+    # The agent never reads; the proxy stops waiting on it and records the whole answer.
+    assert await settled_state(store, timeout_s=10) is RecordState.COMPLETED
+    sock.close()

@@ -156,7 +156,7 @@ def build_upstream_app() -> web.Application:
     app.router.add_post("/{prefix:.*}drop", drop)
     app.router.add_post("/{prefix:.*}slow", slow)
     app.router.add_route("*", "/{prefix:.*}sse", sse)
-    app.router.add_get("/{prefix:.*}big", big)
+    app.router.add_route("*", "/{prefix:.*}big", big)
     app.router.add_route("*", "/{prefix:.*}headers", headers)
     return app
 

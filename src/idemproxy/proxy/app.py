@@ -36,6 +36,7 @@ async def _client_session(app: web.Application) -> AsyncIterator[None]:
         state.metrics,
         session,
         pause_after_failures=state.config.recovery.pause_after_failures,
+        agent_write_timeout_s=state.config.agent_write_timeout_s,
     )
     yield
     await session.close()

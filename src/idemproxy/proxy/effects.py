@@ -80,8 +80,10 @@ class EffectFlow:
         metrics: Metrics,
         session: ClientSession,
         pause_after_failures: int = 0,
+        agent_write_timeout_s: float | None = None,
     ) -> None:
         self.store = store
+        self.agent_write_timeout_s = agent_write_timeout_s
         self.pause_after_failures = pause_after_failures
         self.attempts = attempts
         self.metrics = metrics
@@ -251,7 +253,9 @@ class EffectFlow:
                     settled = settlement_for(verdict, answer.status, stored_headers, relayed, route)
                     await self._settle(ctx, fence, settled)
 
-                response, _ = await relay(ctx.request, answer, client_headers, capture, record)
+                response, _ = await relay(
+                    ctx.request, answer, client_headers, capture, record, self.agent_write_timeout_s
+                )
         except UpstreamFailure as failure:
             return await self._failed(ctx, fence, failure)
         except asyncio.CancelledError:

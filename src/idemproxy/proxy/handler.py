@@ -279,7 +279,13 @@ class ProxyHandler:
                 client_headers.extend(outcome_headers(Outcome.FORWARDED, None))
                 if rewriting:
                     return await rewritten_response(request, target, answer, client_headers)
-                response, _ = await relay(request, answer, client_headers, capture_limit=None)
+                response, _ = await relay(
+                    request,
+                    answer,
+                    client_headers,
+                    capture_limit=None,
+                    write_timeout_s=self.state.config.agent_write_timeout_s,
+                )
                 return response
         except UpstreamFailure as failure:
             if failure.sent:

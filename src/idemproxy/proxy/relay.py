@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -33,6 +34,7 @@ async def relay(
     headers: CIMultiDict[str],
     capture_limit: int | None,
     record: Recorder | None = None,
+    write_timeout_s: float | None = None,
 ) -> tuple[web.StreamResponse, Relayed]:
     """Pass the body through chunk by chunk (SSE events leave as they come).
 
@@ -40,7 +42,8 @@ async def relay(
     the record holds the whole answer for the agent's retry after it restarts. ``record`` runs
     before the agent has the whole answer: before a body read whole is sent, and before a
     stream's end. So an agent that has its answer finds the outcome written: a crash just after
-    cannot leave it unknown, and a repeat sent at once is a replay.
+    cannot leave it unknown, and a repeat sent at once is a replay. A write the agent does not
+    take within ``write_timeout_s`` counts as the agent gone.
     """
     length = upstream.content_length
     if (
@@ -53,9 +56,11 @@ async def relay(
         captured, truncated = _capture(body, capture_limit)
         if record is not None:
             await record(Relayed(captured, truncated, complete, client_gone=False))
-        response, client_gone = await _send_read(request, upstream, headers, body, complete)
+        response, client_gone = await _send_read(
+            request, upstream, headers, body, complete, write_timeout_s
+        )
         return response, Relayed(captured, truncated, complete, client_gone)
-    return await _stream(request, upstream, headers, capture_limit, record)
+    return await _stream(request, upstream, headers, capture_limit, record, write_timeout_s)
 
 
 async def _read_whole(upstream: ClientResponse) -> tuple[bytes, bool]:
@@ -73,12 +78,30 @@ async def _read_whole(upstream: ClientResponse) -> tuple[bytes, bool]:
     return b"".join(chunks), True
 
 
+async def _to_agent(
+    request: web.Request, write: Awaitable[object], timeout_s: float | None
+) -> bool:
+    """One write to the agent; False when the agent is gone, or took longer than ``timeout_s``
+    to take the bytes (its connection is then dropped: an agent that stops reading must not
+    hold the answer, and the effect's record, for ever)."""
+    try:
+        await asyncio.wait_for(write, timeout_s)
+    except ConnectionError:  # reset, or lost while aiohttp waited for the buffer to drain
+        return False
+    except TimeoutError:
+        if request.transport is not None:
+            request.transport.close()
+        return False
+    return True
+
+
 async def _send_read(
     request: web.Request,
     upstream: ClientResponse,
     headers: CIMultiDict[str],
     body: bytes,
     complete: bool,
+    write_timeout_s: float | None,
 ) -> tuple[web.StreamResponse, bool]:
     """Send a body read whole with its head in one write; a body cut short is passed on and
     then the connection dropped, so that it cannot look complete to the agent."""
@@ -91,12 +114,10 @@ async def _send_read(
         response = web.StreamResponse(
             status=upstream.status, reason=upstream.reason, headers=headers
         )
-    client_gone = False
-    try:
-        await response.prepare(request)
-        await (response.write_eof() if complete else response.write(body))
-    except ConnectionResetError:
-        client_gone = True
+    client_gone = not await _to_agent(request, response.prepare(request), write_timeout_s)
+    if not client_gone:
+        last = response.write_eof() if complete else response.write(body)
+        client_gone = not await _to_agent(request, last, write_timeout_s)
     if not complete and request.transport is not None:
         request.transport.close()
     return response, client_gone
@@ -114,14 +135,12 @@ async def _stream(
     headers: CIMultiDict[str],
     capture_limit: int | None,
     record: Recorder | None,
+    write_timeout_s: float | None,
 ) -> tuple[web.StreamResponse, Relayed]:
     response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
     captured = bytearray()
-    truncated = complete = client_gone = False
-    try:
-        await response.prepare(request)
-    except ConnectionResetError:
-        client_gone = True
+    truncated = complete = False
+    client_gone = not await _to_agent(request, response.prepare(request), write_timeout_s)
     try:
         async for chunk in upstream.content.iter_any():
             if capture_limit is not None and not truncated:
@@ -129,10 +148,8 @@ async def _stream(
                 truncated = len(chunk) > room
                 captured += chunk[:room] if truncated else chunk
             if not client_gone:
-                try:
-                    await response.write(chunk)
-                except ConnectionResetError:
-                    client_gone = True
+                sent = await _to_agent(request, response.write(chunk), write_timeout_s)
+                client_gone = not sent
             if client_gone and capture_limit is None:
                 break
         complete = not client_gone or capture_limit is not None
@@ -142,10 +159,7 @@ async def _stream(
         await record(Relayed(bytes(captured), truncated, complete, client_gone))
     if not client_gone:
         if complete:
-            try:
-                await response.write_eof()
-            except ConnectionResetError:
-                client_gone = True
+            client_gone = not await _to_agent(request, response.write_eof(), write_timeout_s)
         elif request.transport is not None:
             # A cut upstream body must not look complete to the agent: drop the connection.
             request.transport.close()
