@@ -12,7 +12,9 @@ async def retrying_loop(rounds: list[int]) -> None:
     """A retry loop like delivery's: its first wait completes in the tick it is cancelled in.
 
     That is the moment Python 3.11's ``asyncio.wait_for`` drops the cancellation (CPython
-    gh-86296); later rounds wait as usual.
+    gh-86296); later rounds wait as usual, long enough that a cancellation lands inside the
+    wait even on a loaded machine (a wait as short as the loop's lag ends in the same loop
+    turn as the cancellation, and drops it too).
     """
     loop = asyncio.get_running_loop()
     while True:
@@ -21,7 +23,7 @@ async def retrying_loop(rounds: list[int]) -> None:
         if len(rounds) == 1:
             loop.call_soon(inner.set_result, None)
         else:
-            loop.call_later(0.01, inner.set_result, None)
+            loop.call_later(1.0, inner.set_result, None)
         await asyncio.wait_for(inner, 10)
 
 
