@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 # Young objects allowed before a collection: 34-162 collections in 6 s of first calls at 32
 # connections with the default 700, one with this.
 YOUNG_GC_THRESHOLD = 7_000
+# How long a cancelled request gets to record its outcome (a shielded store write) and end.
+CANCELLED_GRACE_S = 1.0
 
 PROXY_SERVER_SETTINGS: dict[str, Any] = {
     "access_log": None,  # the handler writes its own structured access line
@@ -67,6 +69,25 @@ def tune_garbage_collection() -> None:
     gc.set_threshold(YOUNG_GC_THRESHOLD, *gc.get_threshold()[1:])
 
 
+async def _drain(runner: web.AppRunner, state: ProxyState, timeout_s: float) -> None:
+    """Stop taking connections, give the requests in flight ``timeout_s`` to finish, then cancel
+    the rest: a cancelled effect records itself unknown on the way out.
+
+    aiohttp's own shutdown waits its timeout for handlers and then as long again before it
+    cancels them, which would make shutdown take twice what the pod's grace period allows for.
+    """
+    state.draining = True
+    for site in list(runner.sites):
+        await site.stop()
+    pending = set(state.handlers)
+    if pending:
+        _, pending = await asyncio.wait(pending, timeout=timeout_s)
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending, timeout=CANCELLED_GRACE_S)
+
+
 async def _abandon(state: ProxyState) -> None:
     """Mark what is still held after the shutdown timeout unknown: it may have taken effect."""
     for key, fence in state.attempts.held():
@@ -88,8 +109,9 @@ async def serve(
     metrics = Metrics()
     store = open_store(config.store)
     state = build_state(loaded, store, metrics)
+    # _drain has given handlers their shutdown_timeout_s when aiohttp's shutdown runs.
     proxy_runner = web.AppRunner(
-        build_proxy_app(state), shutdown_timeout=config.shutdown_timeout_s, **PROXY_SERVER_SETTINGS
+        build_proxy_app(state), shutdown_timeout=CANCELLED_GRACE_S, **PROXY_SERVER_SETTINGS
     )
     admin_runner = web.AppRunner(build_admin_app(state), access_log=None)
     await proxy_runner.setup()
@@ -124,9 +146,7 @@ async def serve(
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
-        state.draining = True
-        # Stops listening, waits up to shutdown_timeout_s for handlers, then cancels the rest;
-        # a cancelled effect records itself unknown on the way out.
+        await _drain(proxy_runner, state, config.shutdown_timeout_s)
         await proxy_runner.cleanup()
         await _abandon(state)
         await admin_runner.cleanup()

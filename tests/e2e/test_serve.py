@@ -281,3 +281,34 @@ def test_a_port_in_use_exits_2_with_a_clear_message(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "cannot listen" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("path", ["/up/hang", "/up/sse?events=1000&gap_ms=100"])
+async def test_sigterm_ends_within_the_shutdown_timeout_and_records_the_abandoned_effect(
+    tmp_path: Path, upstream: FakeUpstream, policy: Path, path: str
+) -> None:
+    store = f"sqlite:///{tmp_path}/store.db"
+    shutdown_timeout_s = 2.0
+    proxy = ServedProxy(
+        tmp_path,
+        "--upstream", f"up={upstream.url}/api",
+        "--policy", f"up={policy}",
+        "--store", store,
+        env={"IDEMPROXY_SHUTDOWN_TIMEOUT_S": str(shutdown_timeout_s)},
+    )  # fmt: skip
+    with running(proxy):
+        pending = asyncio.create_task(post(proxy.url, path, TOOL_CALL))
+        for _ in range(100):
+            if upstream.effects(path.split("?")[0].removeprefix("/up")):
+                break
+            await asyncio.sleep(0.05)
+        started = time.monotonic()
+        proxy.signal(signal.SIGTERM)
+        assert proxy.wait() == 0
+        stopped_s = time.monotonic() - started
+        pending.cancel()
+    # The chart's grace period counts shutdown_timeout_s once (and 5 s to spare).
+    assert stopped_s < shutdown_timeout_s + 1.5
+    with sqlite3.connect(f"{tmp_path}/store.db") as db:
+        states = [row[0] for row in db.execute("SELECT state FROM records")]
+    assert states == ["unknown"]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import ClientSession, web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -60,6 +62,8 @@ class ProxyState:
     session: ClientSession | None = None
     flow: EffectFlow | None = None
     draining: bool = False
+    # The tasks of the requests being handled, so shutdown can wait for them and then cancel.
+    handlers: set[asyncio.Task[Any]] = field(default_factory=set)
 
 
 def key_headers(request: web.Request) -> KeyHeaders:
@@ -149,6 +153,9 @@ class ProxyHandler:
         started = time.perf_counter()
         metrics = self.state.metrics
         metrics.inflight_requests.inc()
+        task = asyncio.current_task()
+        assert task is not None
+        self.state.handlers.add(task)
         upstream_name = route_name = "-"
         effect_key: str | None = None
         try:
@@ -169,6 +176,7 @@ class ProxyHandler:
             )
         finally:
             metrics.inflight_requests.dec()
+            self.state.handlers.discard(task)
         elapsed_s = time.perf_counter() - started
         metrics.request_duration.observe(elapsed_s)
         self._answered(upstream_name, route_name, outcome).inc()
