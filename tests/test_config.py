@@ -101,3 +101,22 @@ def test_kubernetes_service_links_are_not_settings() -> None:
         "IDEMPROXY_AGENT_ID": "a1",
     }
     assert load_config(environ=environ).config.agent_id == "a1"
+
+
+def test_a_route_ttl_below_the_upstream_read_timeout_is_refused(tmp_path: Path) -> None:
+    # A record must outlive the longest answer: a repeat sent once the first attempt gave up
+    # waiting would otherwise find no record and be forwarded again.
+    policy = tmp_path / "short.yaml"
+    policy.write_text("name: short\nroutes: []\ndefault: {name: write, ttl_s: 60}\n")
+    flags = {
+        "upstreams.up.url": "http://127.0.0.1:1",
+        "upstreams.up.policy": str(policy),
+        "upstreams.up.read_timeout_s": 120,
+    }
+    with pytest.raises(ConfigError) as error:
+        load_config(environ={}, flags=flags)
+    message = str(error.value)
+    for words in ("upstream 'up'", "route 'write'", "ttl_s 60", "read_timeout_s 120"):
+        assert words in message
+    flags["upstreams.up.read_timeout_s"] = 60
+    assert load_config(environ={}, flags=flags).policies["up"].default.ttl_s == 60

@@ -7,6 +7,7 @@ from (file, variable or flag), the field and the fix.
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -311,4 +312,21 @@ def load_config(
             policies[name] = load_policy(config.policy_ref(name))
         except ConfigError as exc:
             raise ConfigError(f"upstream {name!r}: {exc}") from exc
+        _check_ttls(name, config.upstreams[name], policies[name])
     return LoadedConfig(config, policies)
+
+
+def _check_ttls(name: str, upstream: UpstreamConfig, policy: Policy) -> None:
+    """Refuse a route whose records could expire before the upstream's slowest answer.
+
+    An SDK that gave up waiting repeats the call about a read timeout after the first attempt;
+    a record already gone by then lets the repeat through as a new effect.
+    """
+    for route in (*policy.routes, policy.default):
+        if route.ttl_s < upstream.read_timeout_s:
+            raise ConfigError(
+                f"upstream {name!r}: route {route.name!r} has ttl_s {route.ttl_s}, shorter than"
+                f" the upstream's read_timeout_s {upstream.read_timeout_s:g}: a repeat after a"
+                f" timed-out answer would find no record. Raise the route's ttl_s to at least"
+                f" {math.ceil(upstream.read_timeout_s)} or lower read_timeout_s"
+            )

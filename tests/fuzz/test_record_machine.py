@@ -85,6 +85,7 @@ class RecordMachine(RuleBasedStateMachine):
         self.workdir = tempfile.TemporaryDirectory()
         self.store = self.open_store()
         self.model: dict[str, Model] = {}
+        self.last_fence = 0  # every fence of the agent's keys comes from one counter
         self.freed_events: dict[str, tuple[EventType, ...]] = {}  # history of deleted keys
 
     def open_store(self) -> Store:
@@ -121,9 +122,11 @@ class RecordMachine(RuleBasedStateMachine):
         result = self.run(self.store.claim(request))
         self.expire_if(expired and result.claimed)
         before = self.model.get(effect_id)
-        expected = claim_outcome(before, fingerprint, batch, not expired)
+        expected = claim_outcome(before, fingerprint, batch, not expired, self.last_fence)
         assert result.claimed == (expected.state is RecordState.IN_FLIGHT and expected != before)
         assert result.fence == expected.fence
+        if result.claimed:
+            self.last_fence = expected.fence
         if not result.claimed:
             assert result.record is not None
             assert result.record.state is expected.state
@@ -169,10 +172,11 @@ class RecordMachine(RuleBasedStateMachine):
         assert result.resolved == (before is not None and before.state is expected)
         if result.resolved:
             assert before is not None
+            self.last_fence = max(self.last_fence, before.fence) + 1
             self.model[effect_id] = before.emit(
                 EventType.RESOLVED,
                 state=verdict,
-                fence=before.fence + 1,
+                fence=self.last_fence,
                 lease_live=False,
                 body=answer and body,
             )
@@ -216,17 +220,19 @@ def lapse(model: Model) -> Model:
     return model.emit(EventType.UNKNOWN, state=RecordState.UNKNOWN)
 
 
-def claim_outcome(before: Model | None, fingerprint: str, batch: str, lease_live: bool) -> Model:
-    """The key's record after a claim, per SPEC section 4."""
-    fresh = Model(RecordState.IN_FLIGHT, 1, fingerprint, batch, 1, lease_live)
+def claim_outcome(
+    before: Model | None, fingerprint: str, batch: str, lease_live: bool, last_fence: int
+) -> Model:
+    """The key's record after a claim, per SPEC section 4: a claim that takes the key gets a
+    fence above the agent's last one and the key's own."""
+    fence = max(last_fence, before.fence if before else 0) + 1
+    fresh = Model(RecordState.IN_FLIGHT, fence, fingerprint, batch, 1, lease_live)
     if before is None:
         return fresh
     if before.state is RecordState.IN_FLIGHT:
         return before if before.lease_live else lapse(before)
     if before.state is RecordState.NOT_APPLIED and before.fingerprint == fingerprint:
-        return replace(
-            fresh, fence=before.fence + 1, attempts=before.attempts + 1, events=before.events
-        )
+        return replace(fresh, attempts=before.attempts + 1, events=before.events)
     if before.state is RecordState.COMPLETED and before.fingerprint == fingerprint:
         return before.emit(EventType.REPLAYED)
     return before

@@ -95,6 +95,12 @@ BAD_POLICIES = [
     ("name: x\ndefault: {name: w, match: {path: '/{a*}/b'}}", 2, "last segment"),
     ("name: x\ndefault: {name: w, match: {path: '/{id}/x/{id}'}}", 2, "'{id}' appears twice"),
     ("name: x\ndefault: {name: w, lease_ms: 5}", 2, "default.lease_ms"),
+    # a record that could expire before its lease
+    (
+        "name: x\ndefault: {name: w, lease_ms: 60000, ttl_s: 30}",
+        2,
+        "ttl_s 30 is shorter than its lease_ms 60000; set ttl_s to at least 60",
+    ),
     ("name: x\nroutes: [{name: w}]\ndefault: {name: w}", 1, "used twice"),
     ("name: x\n", 1, "default: required; add it"),
     ("[1, 2]", 1, "YAML mapping"),

@@ -52,6 +52,13 @@ def completed(status: int = 200, body: bytes = b'{"id":"m1"}', ttl_s: int = 600)
     return Settlement(RecordState.COMPLETED, response, external_id="m1", ttl_s=ttl_s)
 
 
+async def fence_of(store: Store, key: RecordKey) -> int:
+    """The fence the key's record holds now (an attempt's claim returned it)."""
+    record = await store.get(key)
+    assert record is not None
+    return record.fence
+
+
 async def event_types(store: Store, agent: str) -> list[EventType]:
     return [event.type for event in await store.read_events(agent)]
 
@@ -206,12 +213,12 @@ async def test_a_reworded_tool_call_reclaims_only_a_freed_key(store: Store, ns: 
 
 async def test_a_stale_fence_can_neither_settle_nor_renew(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
-    await store.claim(claim_request(key))
-    await store.settle(key, 1, Settlement(RecordState.NOT_APPLIED))
-    assert (await store.claim(claim_request(key))).fence == 2
+    stale = (await store.claim(claim_request(key))).fence
+    await store.settle(key, stale, Settlement(RecordState.NOT_APPLIED))
+    assert (await store.claim(claim_request(key))).fence > stale
     before = await store.get(key)
-    assert not await store.settle(key, 1, completed())
-    assert not await store.renew(key, 1, 60_000)
+    assert not await store.settle(key, stale, completed())
+    assert not await store.renew(key, stale, 60_000)
     assert await store.get(key) == before
     assert await event_types(store, ns) == [EventType.NOT_APPLIED]
 
@@ -283,32 +290,97 @@ async def test_a_late_settle_is_accepted_while_nobody_took_over(store: Store, ns
 
 
 async def test_records_past_their_ttl_are_gone(store: Store, ns: str) -> None:
-    short, kept, unknown = RecordKey(ns, "short"), RecordKey(ns, "kept"), RecordKey(ns, "unk")
-    await store.claim(claim_request(short, ttl_s=1))
-    # The settlement's TTL replaces the claim's: this record outlives its claim TTL.
-    await store.claim(claim_request(kept, batch="kept", ttl_s=1))
-    assert await store.settle(kept, 1, completed(ttl_s=600))
-    await store.claim(claim_request(unknown, batch="unknown", ttl_s=600))
-    assert await store.settle(unknown, 1, Settlement(RecordState.UNKNOWN, ttl_s=1))
+    done, freed = RecordKey(ns, "done"), RecordKey(ns, "freed")
+    # The TTL a claim carries is not the record's: an outcome's TTL counts from the outcome.
+    done_fence = (await store.claim(claim_request(done, ttl_s=600))).fence
+    assert await store.settle(done, done_fence, completed(ttl_s=1))
+    freed_fence = (await store.claim(claim_request(freed, batch="freed", ttl_s=600))).fence
+    assert await store.settle(freed, freed_fence, Settlement(RecordState.NOT_APPLIED, ttl_s=1))
     await asyncio.sleep(1.2)
-    assert await store.get(short) is None
-    assert await store.get(unknown) is None
-    assert await store.list_unknown(ns) == []
+    assert await store.get(done) is None
+    assert await store.get(freed) is None
     assert await store.batch_records(ns, "batch-1") == []
-    assert [record.key for record in await store.batch_records(ns, "kept")] == [kept]
-    assert not await store.settle(short, 1, completed())
-    result = await store.claim(claim_request(short))
-    assert (result.claimed, result.fence) == (True, 1)
-    record = await store.get(short)
+    assert await store.batch_records(ns, "freed") == []
+    result = await store.claim(claim_request(done))
+    assert result.claimed
+    record = await store.get(done)
     assert record is not None
     assert record.attempts == 1
+
+
+async def test_an_attempt_in_flight_is_held_past_its_ttl(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "slow")
+    fence = (await store.claim(claim_request(key, ttl_s=1))).fence
+    await asyncio.sleep(1.2)
+    record = await store.get(key)
+    assert record is not None
+    assert record.state is RecordState.IN_FLIGHT
+    assert [held.key for held in await store.batch_records(ns, "batch-1")] == [key]
+    assert not (await store.claim(claim_request(key, ttl_s=1))).claimed
+    assert await store.settle(key, fence, completed(ttl_s=600))
+
+
+async def test_the_ttl_counts_from_the_outcome(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    fence = (await store.claim(claim_request(key, ttl_s=1))).fence
+    await asyncio.sleep(0.7)
+    assert await store.settle(key, fence, completed(ttl_s=1))
+    await asyncio.sleep(0.6)
+    assert await store.get(key) is not None  # 1.3 s after the claim, 0.6 s after the outcome
+    await asyncio.sleep(0.6)
+    assert await store.get(key) is None
+
+
+async def test_unknown_outcomes_are_held_until_resolved(store: Store, ns: str) -> None:
+    settled, lapsed = RecordKey(ns, "settled"), RecordKey(ns, "lapsed")
+    fence = (await store.claim(claim_request(settled, ttl_s=1))).fence
+    assert await store.settle(settled, fence, Settlement(RecordState.UNKNOWN, ttl_s=1))
+    await store.claim(claim_request(lapsed, lease_ms=SHORT_LEASE_MS, ttl_s=1))
+    await asyncio.sleep(SHORT_LEASE_MS / 1000 + 0.05)
+    assert [record.key for record in await store.sweep_expired(ns)] == [lapsed]
+    await asyncio.sleep(1.2)
+    assert {record.key for record in await store.list_unknown(ns)} == {settled, lapsed}
+    assert {record.key for record in await store.batch_records(ns, "batch-1")} == {
+        settled,
+        lapsed,
+    }
+    for key in (settled, lapsed):
+        seen = await store.claim(claim_request(key, ttl_s=1))
+        assert not seen.claimed
+        assert seen.record is not None
+        assert seen.record.state is RecordState.UNKNOWN
+    verdict = Resolution(RecordState.NOT_APPLIED, reason="checked: not sent", ttl_s=1)
+    assert (await store.resolve(settled, RecordState.UNKNOWN, verdict)).resolved
+    await asyncio.sleep(1.2)
+    assert await store.get(settled) is None
+    assert [record.key for record in await store.list_unknown(ns)] == [lapsed]
+
+
+async def test_fences_keep_growing_when_a_record_expires(store: Store, ns: str) -> None:
+    key = RecordKey(ns, "e1")
+    stale = (await store.claim(claim_request(key, ttl_s=1))).fence
+    # An operator frees the key under a slow attempt, and the freed record expires.
+    verdict = Resolution(RecordState.NOT_APPLIED, reason="operator: not sent", ttl_s=1)
+    freed = await store.resolve(key, RecordState.IN_FLIGHT, verdict)
+    assert freed.resolved
+    assert freed.record is not None
+    assert freed.record.fence > stale
+    await asyncio.sleep(1.2)
+    assert await store.get(key) is None
+    taken = await store.claim(claim_request(key))
+    assert taken.claimed
+    assert taken.fence > freed.record.fence
+    # The slow attempt wakes up: its fence is older than the new attempt's.
+    assert not await store.settle(key, stale, completed(body=b"late"))
+    assert not await store.renew(key, stale, LONG_LEASE_MS)
+    assert await store.settle(key, taken.fence, completed())
 
 
 async def test_events_come_in_order_and_page_with_after(store: Store, ns: str) -> None:
     for i in range(5):
         key = RecordKey(ns, f"e{i}")
         await store.claim(claim_request(key))
-        await store.settle(key, 1, completed(200 + i))
+        await store.settle(key, await fence_of(store, key), completed(200 + i))
     everything = await store.read_events(ns)
     assert [event.status for event in everything] == [200, 201, 202, 203, 204]
     assert len({event.event_id for event in everything}) == 5
@@ -328,7 +400,7 @@ async def test_events_are_kept_per_agent(store: Store, ns: str) -> None:
     for agent in (f"{ns}-a", f"{ns}-b"):
         key = RecordKey(agent, "e1")
         await store.claim(claim_request(key))
-        await store.settle(key, 1, completed())
+        await store.settle(key, await fence_of(store, key), completed())
     for agent in (f"{ns}-a", f"{ns}-b"):
         assert [event.key.agent for event in await store.read_events(agent)] == [agent]
 
@@ -340,7 +412,7 @@ async def test_batch_records_lists_the_batch_oldest_first(store: Store, ns: str)
         await asyncio.sleep(0.005)
     await store.claim(claim_request(RecordKey(ns, "other"), batch="batch-2"))
     await store.claim(claim_request(RecordKey(f"{ns}-b", "e9")))
-    await store.settle(keys[1], 1, completed())
+    await store.settle(keys[1], await fence_of(store, keys[1]), completed())
     records = await store.batch_records(ns, "batch-1")
     assert [record.key for record in records] == keys
     assert records[1].state is RecordState.COMPLETED
@@ -351,7 +423,7 @@ async def test_batch_records_lists_the_batch_oldest_first(store: Store, ns: str)
 async def test_a_freed_key_claimed_under_another_batch_moves(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
     await store.claim(claim_request(key, batch="batch-1"))
-    await store.settle(key, 1, Settlement(RecordState.NOT_APPLIED))
+    await store.settle(key, await fence_of(store, key), Settlement(RecordState.NOT_APPLIED))
     assert (await store.claim(claim_request(key, batch="batch-2"))).claimed
     assert await store.batch_records(ns, "batch-1") == []
     assert [record.key for record in await store.batch_records(ns, "batch-2")] == [key]
@@ -363,10 +435,12 @@ async def test_list_unknown_is_oldest_first_and_limited(store: Store, ns: str) -
         await store.claim(claim_request(key))
     for key in keys:
         await asyncio.sleep(0.005)
-        await store.settle(key, 1, Settlement(RecordState.UNKNOWN, reason=key.effect_id))
+        await store.settle(
+            key, await fence_of(store, key), Settlement(RecordState.UNKNOWN, reason=key.effect_id)
+        )
     done = RecordKey(ns, "done")
     await store.claim(claim_request(done))
-    await store.settle(done, 1, completed())
+    await store.settle(done, await fence_of(store, done), completed())
     assert [record.key for record in await store.list_unknown(ns)] == keys
     assert [record.key for record in await store.list_unknown(ns, limit=2)] == keys[:2]
     assert await store.list_unknown(ns, limit=0) == []
@@ -398,7 +472,9 @@ async def test_bodies_and_headers_round_trip_byte_for_byte(
     response = StoredResponse(207, headers, body, body_truncated=True)
     key = RecordKey(ns, "e1")
     await store.claim(claim_request(key))
-    assert await store.settle(key, 1, Settlement(RecordState.COMPLETED, response))
+    assert await store.settle(
+        key, await fence_of(store, key), Settlement(RecordState.COMPLETED, response)
+    )
     record = await store.get(key)
     assert record is not None
     assert record.response == response
@@ -419,7 +495,7 @@ async def test_hostile_ids_stay_separate(store: Store, ns: str) -> None:
             meta_batch = f"{agent}|{effect}"
             assert (await store.claim(claim_request(key, batch=meta_batch))).claimed
             body = f"{agent}|{effect}".encode()
-            assert await store.settle(key, 1, completed(body=body))
+            assert await store.settle(key, await fence_of(store, key), completed(body=body))
     for agent in agents:
         for effect in effects:
             record = await store.get(RecordKey(agent, effect))
@@ -443,7 +519,7 @@ def unknown_settlement() -> Settlement:
 async def test_resolve_applied_replays_the_supplied_response(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
     await store.claim(claim_request(key))
-    await store.settle(key, 1, unknown_settlement())
+    await store.settle(key, await fence_of(store, key), unknown_settlement())
     response = StoredResponse(200, (("content-type", "application/json"),), b'{"id":"m9"}')
     resolution = Resolution(
         RecordState.COMPLETED, response, external_id="m9", reason="seen in the channel"
@@ -474,7 +550,7 @@ async def test_resolve_applied_replays_the_supplied_response(store: Store, ns: s
 async def test_resolve_not_applied_frees_the_key(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
     await store.claim(claim_request(key))
-    await store.settle(key, 1, unknown_settlement())
+    await store.settle(key, await fence_of(store, key), unknown_settlement())
     result = await store.resolve(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED))
     assert result.resolved
     again = await store.claim(claim_request(key))
@@ -487,7 +563,7 @@ async def test_resolve_is_compare_and_set(store: Store, ns: str) -> None:
     missing = await store.resolve(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED))
     assert (missing.resolved, missing.record) == (False, None)
     await store.claim(claim_request(key))
-    await store.settle(key, 1, completed())
+    await store.settle(key, await fence_of(store, key), completed())
     refused = await store.resolve(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED))
     assert not refused.resolved
     assert refused.record is not None
@@ -499,7 +575,7 @@ async def test_resolve_is_compare_and_set(store: Store, ns: str) -> None:
 async def test_concurrent_resolutions_let_exactly_one_win(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
     await store.claim(claim_request(key))
-    await store.settle(key, 1, unknown_settlement())
+    await store.settle(key, await fence_of(store, key), unknown_settlement())
     verdicts = [Resolution(RecordState.COMPLETED), Resolution(RecordState.NOT_APPLIED)] * 5
     results = await asyncio.gather(
         *(store.resolve(key, RecordState.UNKNOWN, verdict) for verdict in verdicts)
@@ -510,10 +586,10 @@ async def test_concurrent_resolutions_let_exactly_one_win(store: Store, ns: str)
 
 async def test_resolving_an_attempt_in_flight_fences_its_late_settle(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
-    await store.claim(claim_request(key))
+    stale = (await store.claim(claim_request(key))).fence
     result = await store.resolve(key, RecordState.IN_FLIGHT, Resolution(RecordState.NOT_APPLIED))
     assert result.resolved
-    assert not await store.settle(key, 1, completed())
+    assert not await store.settle(key, stale, completed())
     record = await store.get(key)
     assert record is not None
     assert record.state is RecordState.NOT_APPLIED

@@ -16,7 +16,13 @@ from idemproxy.store.records import (
     Resolution,
     Settlement,
 )
-from tests.store.test_contract import SHORT_LEASE_MS, claim_request, completed, event_types
+from tests.store.test_contract import (
+    SHORT_LEASE_MS,
+    claim_request,
+    completed,
+    event_types,
+    fence_of,
+)
 
 
 def entry(agent: str, action: str = "resolve", target: str = "k") -> AuditEntry:
@@ -30,7 +36,7 @@ async def test_sweep_turns_lapsed_leases_unknown_without_a_claim(store: Store, n
     await store.claim(claim_request(lapsed, lease_ms=SHORT_LEASE_MS))
     await store.claim(claim_request(live))
     await store.claim(claim_request(done, lease_ms=SHORT_LEASE_MS))
-    await store.settle(done, 1, completed())
+    await store.settle(done, await fence_of(store, done), completed())
     await asyncio.sleep(0.15)
 
     swept = await store.sweep_expired(ns)
@@ -53,7 +59,7 @@ async def test_sweep_respects_renewals_and_its_limit(store: Store, ns: str) -> N
     keys = [RecordKey(ns, f"e{i}") for i in range(3)]
     for key in keys:
         await store.claim(claim_request(key, lease_ms=SHORT_LEASE_MS))
-    assert await store.renew(keys[0], 1, 60_000)
+    assert await store.renew(keys[0], await fence_of(store, keys[0]), 60_000)
     await asyncio.sleep(0.15)
     first = await store.sweep_expired(ns, limit=1)
     second = await store.sweep_expired(ns, limit=10)
@@ -67,7 +73,7 @@ async def test_a_record_settled_or_resolved_is_not_swept(store: Store, ns: str) 
     settled, resolved = RecordKey(ns, "settled"), RecordKey(ns, "resolved")
     await store.claim(claim_request(settled, lease_ms=SHORT_LEASE_MS))
     await store.claim(claim_request(resolved, lease_ms=SHORT_LEASE_MS))
-    await store.settle(settled, 1, Settlement(RecordState.NOT_APPLIED))
+    await store.settle(settled, await fence_of(store, settled), Settlement(RecordState.NOT_APPLIED))
     await store.resolve(resolved, RecordState.IN_FLIGHT, Resolution(RecordState.NOT_APPLIED))
     await asyncio.sleep(0.15)
     assert await store.sweep_expired(ns) == []
@@ -77,7 +83,7 @@ async def test_count_events_counts_after_a_point_up_to_a_cap(store: Store, ns: s
     for i in range(5):
         key = RecordKey(ns, f"e{i}")
         await store.claim(claim_request(key))
-        await store.settle(key, 1, completed())
+        await store.settle(key, await fence_of(store, key), completed())
     events = await store.read_events(ns)
     assert await store.count_events(ns) == 5
     assert await store.count_events(ns, after=events[1].event_id) == 3
@@ -147,7 +153,7 @@ async def test_audit_entries_are_stamped_and_read_newest_last(store: Store, ns: 
 async def test_a_resolution_and_its_audit_entry_are_written_together(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
     await store.claim(claim_request(key))
-    await store.settle(key, 1, Settlement(RecordState.UNKNOWN))
+    await store.settle(key, await fence_of(store, key), Settlement(RecordState.UNKNOWN))
     audit = AuditEntry(ns, "resolve", "bob", str(key), "unknown", "not_applied", "checked")
     won = await store.resolve(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED), audit)
     lost = await store.resolve(key, RecordState.UNKNOWN, Resolution(RecordState.COMPLETED), audit)
@@ -160,14 +166,15 @@ async def test_clear_batch_deletes_only_freed_records_and_keeps_the_archive(
     store: Store, ns: str
 ) -> None:
     freed, reclaimed, done, doubt = (RecordKey(ns, name) for name in ("f", "r", "d", "u"))
-    for key in (freed, reclaimed, done, doubt):
-        await store.claim(claim_request(key))
-    await store.settle(freed, 1, Settlement(RecordState.NOT_APPLIED))
-    await store.settle(reclaimed, 1, Settlement(RecordState.NOT_APPLIED))
-    assert (await store.claim(claim_request(reclaimed))).fence == 2  # claimed again meanwhile
-    await store.settle(done, 1, completed())
-    await store.settle(doubt, 1, Settlement(RecordState.UNKNOWN))
-    listed = [FreedRecord(key.effect_id, 1) for key in (freed, reclaimed, done, doubt)]
+    fences = {key: (await store.claim(claim_request(key))).fence for key in (freed, reclaimed)}
+    fences |= {key: (await store.claim(claim_request(key))).fence for key in (done, doubt)}
+    await store.settle(freed, fences[freed], Settlement(RecordState.NOT_APPLIED))
+    await store.settle(reclaimed, fences[reclaimed], Settlement(RecordState.NOT_APPLIED))
+    again = await store.claim(claim_request(reclaimed))  # claimed again meanwhile
+    assert again.fence > fences[reclaimed]
+    await store.settle(done, fences[done], completed())
+    await store.settle(doubt, fences[doubt], Settlement(RecordState.UNKNOWN))
+    listed = [FreedRecord(key.effect_id, fence) for key, fence in fences.items()]
     archive = b'{"records": "as they stood"}'
 
     cleared = await store.clear_batch(ns, "batch-1", listed, archive, entry(ns, "abandon"))
@@ -179,15 +186,18 @@ async def test_clear_batch_deletes_only_freed_records_and_keeps_the_archive(
     assert await store.read_archive(ns, "batch-1") == archive
     assert await store.read_archive(ns, "batch-2") is None
     assert [item.action for item in await store.read_audit(ns)] == ["abandon"]
-    # The freed key is a first sight again.
-    assert (await store.claim(claim_request(freed))).fence == 1
+    # The freed key is a first sight again, at a fence above any it had.
+    taken = await store.claim(claim_request(freed))
+    assert taken.claimed
+    assert taken.fence > fences[freed]
 
 
 async def test_clear_batch_leaves_other_batches_alone(store: Store, ns: str) -> None:
     key = RecordKey(ns, "elsewhere")
     await store.claim(claim_request(key, batch="batch-2"))
-    await store.settle(key, 1, Settlement(RecordState.NOT_APPLIED))
-    freed = [FreedRecord(key.effect_id, 1)]
+    fence = await fence_of(store, key)
+    await store.settle(key, fence, Settlement(RecordState.NOT_APPLIED))
+    freed = [FreedRecord(key.effect_id, fence)]
     assert await store.clear_batch(ns, "batch-1", freed, None, entry(ns, "restart")) == []
     assert await store.get(key) is not None
     assert await store.read_archive(ns, "batch-1") is None

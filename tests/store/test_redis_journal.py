@@ -13,7 +13,7 @@ from idemproxy.store import layout
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 from idemproxy.store.records import RecordKey, RecordState, Resolution, Settlement
 from idemproxy.store.redis_store import RedisStore
-from tests.store.test_contract import SHORT_LEASE_MS, claim_request
+from tests.store.test_contract import SHORT_LEASE_MS, claim_request, fence_of
 from tests.support.cluster import LocalCluster
 
 
@@ -42,8 +42,9 @@ async def exercise_journal(store: RedisStore, agent: str) -> None:
     doubt, freed, lapsed = (RecordKey(agent, name) for name in ("u", "f", "l"))
     for key in (doubt, freed):
         assert (await store.claim(claim_request(key))).claimed
-    await store.settle(doubt, 1, Settlement(RecordState.UNKNOWN))
-    await store.settle(freed, 1, Settlement(RecordState.NOT_APPLIED))
+    await store.settle(doubt, await fence_of(store, doubt), Settlement(RecordState.UNKNOWN))
+    freed_fence = await fence_of(store, freed)
+    await store.settle(freed, freed_fence, Settlement(RecordState.NOT_APPLIED))
     resolved = await store.resolve(
         doubt, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED), audit(agent, "resolve")
     )
@@ -57,7 +58,7 @@ async def exercise_journal(store: RedisStore, agent: str) -> None:
     assert await store.read_cursor(agent) == written
     await store.append_audit(audit(agent, "note"))
     cleared = await store.clear_batch(
-        agent, "batch-1", [FreedRecord("f", 1)], b"archive", audit(agent, "abandon")
+        agent, "batch-1", [FreedRecord("f", freed_fence)], b"archive", audit(agent, "abandon")
     )
     assert cleared == ["f"]
     assert await store.read_archive(agent, "batch-1") == b"archive"

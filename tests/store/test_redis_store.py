@@ -17,7 +17,7 @@ from idemproxy.store.base import StoreCorrupt, StoreUnavailable
 from idemproxy.store.records import RecordKey, RecordState
 from idemproxy.store.redis_store import RedisStore
 from tests.store.conftest import RedisServer, free_port
-from tests.store.test_contract import HOSTILE_SUFFIXES, claim_request, completed
+from tests.store.test_contract import HOSTILE_SUFFIXES, claim_request, completed, fence_of
 from tests.support.cluster import create_cluster
 
 
@@ -38,16 +38,16 @@ async def test_claim_settle_renew_and_replay_are_one_round_trip_each() -> None:
     try:
         # The first call of each script loads it; count only once they are cached.
         warm = RecordKey("agent", "warm-up")
-        await store.claim(claim_request(warm))
-        await store.renew(warm, 1, 1000)
-        await store.settle(warm, 1, completed())
+        warm_fence = (await store.claim(claim_request(warm))).fence
+        await store.renew(warm, warm_fence, 1000)
+        await store.settle(warm, warm_fence, completed())
         key = RecordKey("agent", "e1")
         client.commands.clear()
-        await store.claim(claim_request(key))
+        fence = (await store.claim(claim_request(key))).fence
         assert client.commands == ["EVALSHA"]
-        await store.renew(key, 1, 60_000)
+        await store.renew(key, fence, 60_000)
         assert client.commands == ["EVALSHA"] * 2
-        await store.settle(key, 1, completed(body=b"x" * 10_000))
+        await store.settle(key, fence, completed(body=b"x" * 10_000))
         assert client.commands == ["EVALSHA"] * 3
         replay = await store.claim(claim_request(key))
         assert client.commands == ["EVALSHA"] * 4
@@ -123,12 +123,12 @@ async def test_the_same_store_works_again_after_redis_restarts(redis_server: Red
         redis_server.stop()
         started = time.monotonic()
         with pytest.raises(StoreUnavailable):
-            await store.settle(key, 1, completed())
+            await store.settle(key, await fence_of(store, key), completed())
         assert time.monotonic() - started < 3
         redis_server.start()
         # The restarted server has neither our data nor our scripts; both come back.
         assert (await store.claim(claim_request(key))).claimed
-        assert await store.settle(key, 1, completed())
+        assert await store.settle(key, await fence_of(store, key), completed())
         record = await store.get(key)
         assert record is not None
         assert record.state is RecordState.COMPLETED
@@ -163,7 +163,7 @@ async def test_scripts_run_on_redis_cluster(tmp_path: Path) -> None:
                 agent = f"agent-{i}{{:}}"
                 key = RecordKey(agent, "e1")
                 assert (await store.claim(claim_request(key))).claimed
-                assert await store.settle(key, 1, completed(body=b"\xff"))
+                assert await store.settle(key, await fence_of(store, key), completed(body=b"\xff"))
                 replay = await store.claim(claim_request(key))
                 assert replay.record is not None
                 assert replay.record.state is RecordState.COMPLETED
@@ -204,7 +204,7 @@ async def test_sentinel_finds_the_master(redis_server: RedisServer, sentinel_por
     key = RecordKey("agent", "e1")
     try:
         assert (await store.claim(claim_request(key))).claimed
-        assert await store.settle(key, 1, completed())
+        assert await store.settle(key, await fence_of(store, key), completed())
     finally:
         await store.close()
     direct = RedisStore.from_url(redis_server.url)

@@ -8,7 +8,7 @@ from pathlib import Path
 from idemproxy.store import sqlite_journal, sqlite_schema
 from idemproxy.store.records import RecordKey, RecordState, Settlement
 from idemproxy.store.sqlite_store import SQLiteStore
-from tests.store.test_contract import claim_request
+from tests.store.test_contract import claim_request, fence_of
 
 V1_RECORDS = sqlite_schema._TABLES[0]  # the records table as schema 1 wrote it
 
@@ -39,14 +39,16 @@ async def test_the_purge_drops_agents_with_nothing_left(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "effects.db")
     gone, kept = RecordKey("gone", "e1"), RecordKey("kept", "e1")
     await store.claim(claim_request(gone, ttl_s=1))
-    await store.claim(claim_request(kept, ttl_s=600))
-    await store.settle(kept, 1, Settlement(RecordState.NOT_APPLIED, ttl_s=600))
+    await store.settle(
+        gone, await fence_of(store, gone), Settlement(RecordState.NOT_APPLIED, ttl_s=1)
+    )
+    await store.claim(claim_request(kept, ttl_s=1))  # in flight: held past every TTL
     await store.close()
     assert sorted(await SQLiteStore(tmp_path / "effects.db").list_agents()) == ["gone", "kept"]
 
     db = sqlite_schema.connect(tmp_path / "effects.db", 1000)
-    later_ms = 2**42  # long after every record here expired
-    sqlite_schema.purge(db, later_ms, retention_ms=10**15)  # records gone, events kept
+    later_ms = 2**42  # long after every record here could have expired
+    sqlite_schema.purge(db, later_ms, retention_ms=1)  # expired records and every event gone
     sqlite_journal.purge(db, later_ms, 10**15, 10**15)
-    assert sqlite_journal.list_agents(db) == ["kept"]  # its event keeps it listed
+    assert sqlite_journal.list_agents(db) == ["kept"]  # its held record keeps it listed
     db.close()

@@ -14,7 +14,7 @@ import pytest
 from idemproxy.store.base import StoreCorrupt, StoreUnavailable
 from idemproxy.store.records import EventType, RecordKey, RecordState
 from idemproxy.store.sqlite_store import SQLiteStore
-from tests.store.test_contract import claim_request, completed
+from tests.store.test_contract import claim_request, completed, fence_of
 
 
 async def test_records_and_events_survive_close_and_reopen(tmp_path: Path) -> None:
@@ -22,7 +22,7 @@ async def test_records_and_events_survive_close_and_reopen(tmp_path: Path) -> No
     key = RecordKey("agent", "e1")
     store = SQLiteStore(path)
     await store.claim(claim_request(key))
-    await store.settle(key, 1, completed(body=b"\x00kept\xff"))
+    await store.settle(key, await fence_of(store, key), completed(body=b"\x00kept\xff"))
     before = await store.get(key)
     events = await store.read_events("agent")
     await store.close()
@@ -51,7 +51,7 @@ async def test_two_stores_on_one_file_share_records_and_the_key(tmp_path: Path) 
             *(store.claim(claim_request(key)) for key in keys for store in (first, second))
         )
         assert sum(result.claimed for result in results) == len(keys)
-        assert await first.settle(keys[0], 1, completed())
+        assert await first.settle(keys[0], await fence_of(first, keys[0]), completed())
         record = await second.get(keys[0])
         assert record is not None
         assert record.state is RecordState.COMPLETED
@@ -94,7 +94,9 @@ async def test_work_runs_off_the_event_loop_thread(
 async def test_expired_records_are_purged_from_the_file(tmp_path: Path) -> None:
     path = tmp_path / "effects.db"
     store = SQLiteStore(path)
-    await store.claim(claim_request(RecordKey("agent", "short"), ttl_s=1))
+    short = RecordKey("agent", "short")
+    await store.claim(claim_request(short, ttl_s=1))
+    await store.settle(short, await fence_of(store, short), completed(ttl_s=1))
     await store.close()
     await asyncio.sleep(1.1)
     # A fresh store purges on its first write.

@@ -251,6 +251,13 @@ class Route(Frozen):
                 f"route {self.name!r}: 'tool_call_effects' counts effects; a safe route has"
                 " none, so remove it or make the route external"
             )
+        if self.ttl_s * 1000 < self.lease_ms:
+            # The record is held while in flight, but a TTL shorter than one lease says the
+            # route's numbers are confused: refuse it rather than guess which one is meant.
+            raise ValueError(
+                f"route {self.name!r}: ttl_s {self.ttl_s} is shorter than its lease_ms"
+                f" {self.lease_ms}; set ttl_s to at least {-(-self.lease_ms // 1000)}"
+            )
         if self.native_key and self.effect is EffectClass.SAFE:
             raise ValueError(
                 f"route {self.name!r}: 'native_key' protects effects; a safe route has none,"

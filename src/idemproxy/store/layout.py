@@ -14,6 +14,7 @@ slot and the same layout works on Redis Cluster::
     idem:{A}:control         hash    the agent's pause (paused, reason, actor, since) and version
     idem:{A}:streak          list    "<fence> <effect_id>" of each consecutive failure
     idem:{A}:snapshot        list    the same, as an automatic pause found them (to free on resume)
+    idem:{A}:fence           string  the last fencing token handed out to any of the agent's keys
     idem:agents              zset    every agent id, scored by when a proxy last saw it
 
 ``idem:agents`` is the one key outside any agent's slot; it is written by a plain ZADD of its
@@ -144,6 +145,11 @@ def streak_key(agent: str) -> str:
 def snapshot_key(agent: str) -> str:
     """The failed attempts an automatic pause of the agent found."""
     return f"{PREFIX}:{agent_tag(agent)}:snapshot"
+
+
+def fence_key(agent: str) -> str:
+    """The counter every fence of the agent's records comes from."""
+    return f"{PREFIX}:{agent_tag(agent)}:fence"
 
 
 AGENTS_KEY = f"{PREFIX}:agents"

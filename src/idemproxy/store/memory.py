@@ -30,6 +30,18 @@ from idemproxy.store.records import (
 
 EXPIRED_LEASE_REASON = "lease expired: the proxy holding this request stopped"
 
+# The expiry of a record that is held: in flight (its outcome is not written yet) or unknown
+# (nobody knows whether the effect happened). Such a record outlives every TTL: its expiry would
+# free the key, and the next repeat would be sent again. Only an outcome starts the TTL.
+HELD_MS = 1 << 62
+
+
+def expires_ms(state: RecordState, now_ms: int, ttl_s: int) -> int:
+    """When a record entering ``state`` now expires: ``ttl_s`` from now, or never if held."""
+    if state in (RecordState.IN_FLIGHT, RecordState.UNKNOWN):
+        return HELD_MS
+    return now_ms + ttl_s * 1000
+
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
@@ -43,13 +55,13 @@ def lease_lapsed(record: EffectRecord, now_ms: int) -> EffectRecord:
 
 
 def claimed_record(
-    request: ClaimRequest, previous: EffectRecord | None, now_ms: int
+    request: ClaimRequest, previous: EffectRecord | None, fence: int, now_ms: int
 ) -> EffectRecord:
-    """A new attempt's record; a freed key taken again keeps its history (fence, attempts)."""
+    """A new attempt's record, holding ``fence``; a freed key taken again keeps its history."""
     return EffectRecord(
         key=request.key,
         state=RecordState.IN_FLIGHT,
-        fence=previous.fence + 1 if previous else 1,
+        fence=fence,
         fingerprint=request.fingerprint,
         meta=request.meta,
         lease_expires_ms=now_ms + request.lease_ms,
@@ -59,12 +71,15 @@ def claimed_record(
     )
 
 
-def resolved_record(record: EffectRecord, resolution: Resolution, now_ms: int) -> EffectRecord:
-    """``record`` after ``resolution``: shared by the backends that resolve in Python."""
+def resolved_record(
+    record: EffectRecord, resolution: Resolution, fence: int, now_ms: int
+) -> EffectRecord:
+    """``record`` after ``resolution``, at the new ``fence``: shared by the backends that
+    resolve in Python."""
     return dataclasses.replace(
         record,
         state=resolution.state,
-        fence=record.fence + 1,
+        fence=fence,
         lease_expires_ms=0,
         updated_ms=now_ms,
         response=resolution.response,
@@ -85,6 +100,12 @@ class MemoryStore:
         self._audit: dict[str, list[AuditEntry]] = {}
         self._archives: dict[tuple[str, str], bytes] = {}
         self._controls: dict[str, AgentControl] = {}
+        self._fences: dict[str, int] = {}  # the last fence handed out, per agent
+
+    def _next_fence(self, agent: str, above: int) -> int:
+        """A fence above every fence the agent's keys ever had, expired records' included."""
+        fence = self._fences[agent] = max(self._fences.get(agent, 0), above) + 1
+        return fence
 
     async def ping(self) -> None:
         return None
@@ -139,13 +160,14 @@ class MemoryStore:
         pause = self._controls.get(request.key.agent, AgentControl()).pause
         if pause is not None and not request.ignore_pause:
             return ClaimResult(False, fence=record.fence if record else 0, paused=pause)
-        claimed = claimed_record(request, record, now_ms)
-        self._records[request.key] = (claimed, now_ms + request.ttl_s * 1000)
+        fence = self._next_fence(request.key.agent, record.fence if record else 0)
+        claimed = claimed_record(request, record, fence, now_ms)
+        self._records[request.key] = (claimed, HELD_MS)
         return ClaimResult(claimed=True, fence=claimed.fence)
 
     def _lapse(self, record: EffectRecord, now_ms: int) -> EffectRecord:
         record = lease_lapsed(record, now_ms)
-        self._records[record.key] = (record, self._records[record.key][1])
+        self._records[record.key] = (record, HELD_MS)
         self._emit(record, EventType.UNKNOWN, now_ms)
         return record
 
@@ -168,7 +190,7 @@ class MemoryStore:
             external_id=settlement.external_id,
             reason=settlement.reason,
         )
-        self._records[key] = (record, now_ms + settlement.ttl_s * 1000)
+        self._records[key] = (record, expires_ms(record.state, now_ms, settlement.ttl_s))
         self._emit(record, settlement.event_type(), now_ms)
         if settlement.pause_after_failures > 0:
             self._count(key, fence, settlement, now_ms)
@@ -195,7 +217,8 @@ class MemoryStore:
         record = self._live(key, now_ms)
         if record is None or record.state is not expected or fence not in (None, record.fence):
             return ResolveResult(resolved=False, record=record)
-        record = resolved_record(record, resolution, now_ms)
+        fence = self._next_fence(key.agent, record.fence)
+        record = resolved_record(record, resolution, fence, now_ms)
         self._records[key] = (record, now_ms + resolution.ttl_s * 1000)
         self._emit(record, EventType.RESOLVED, now_ms)
         if audit is not None:

@@ -108,7 +108,7 @@ class RedisJournal:
     async def write_cursor(
         self, agent: str, cursor: DeliveryCursor, audit: AuditEntry | None = None
     ) -> DeliveryCursor | None:
-        keys = [layout.cursor_key(agent), layout.audit_key(agent)]
+        keys = [layout.cursor_key(agent), layout.audit_key(agent), layout.outbox_key(agent)]
         args: list[str | int] = [cursor.version, self._retention_ms, *audit_args(audit)]
         for attribute, field in _CURSOR_FIELDS.items():
             args += [field, getattr(cursor, attribute)]

@@ -26,27 +26,66 @@ local function extend_expiry(key, ttl_ms)
   end
 end
 
+-- A record in flight (no outcome yet) or unknown (nobody knows whether the effect happened)
+-- is held: it has no expiry, nor has the review zset listing it, since an expiry would free
+-- the key and the next repeat would be sent again. Only an outcome starts the record's TTL.
+-- (An empty zset is deleted by Redis itself, so a held index does not outlive its entries.)
+local function hold(record, index)
+  redis.call('PERSIST', record)
+  redis.call('PERSIST', index)
+end
+
+-- The agent's fence counter hands out every fence, so that a key claimed again after its
+-- record expired still gets a fence above the old one, and the late write of an attempt that
+-- held the old one is refused. It outlives the records it numbered twice over.
+local function next_fence(counter, above, ttl_ms)
+  local fence = redis.call('INCR', counter)
+  if fence <= above then
+    fence = above + 1
+    redis.call('SET', counter, fence, 'KEEPTTL')
+  end
+  extend_expiry(counter, 2 * ttl_ms)
+  return fence
+end
+
 -- Append the record's current state to the outbox. The stream id is the event id. Events
--- older than the retention are trimmed, and a stream of an agent gone quiet expires whole.
-local function emit(record, stream, effect_id, event_type, now, retention_ms)
+-- older than the retention are trimmed, and a stream of an agent gone quiet expires whole,
+-- except while a recovery controller has not accepted them: an agent with a delivery cursor
+-- has one waiting, and its events after ``acked`` are kept (and the cursor with them) until
+-- delivered, however long that takes. WRITE_CURSOR restores the expiry once all are accepted.
+local function emit(record, stream, cursor, effect_id, event_type, now, retention_ms)
   local f = redis.call('HMGET', record, 'batch', 'tool_call', 'action', 'upstream', 'method',
     'path', 'status', 'ext', 'reason', 'state')
-  redis.call('XADD', stream, 'MINID', '~', now - retention_ms, '*',
+  local minid = now - retention_ms
+  local acked = redis.call('HGET', cursor, 'acked')
+  if acked then
+    local acked_ms = tonumber(string.match(acked, '^(%d+)')) or 0
+    if acked_ms < minid then
+      minid = acked_ms
+    end
+  end
+  redis.call('XADD', stream, 'MINID', '~', minid, '*',
     'type', event_type, 'effect_id', effect_id,
     'batch', f[1] or '', 'tool_call', f[2] or '', 'action', f[3] or '', 'upstream', f[4] or '',
     'method', f[5] or '', 'path', f[6] or '', 'status', f[7] or '0', 'ext', f[8] or '',
     'reason', f[9] or '', 'ts', now, 'state', f[10] or '')
-  redis.call('PEXPIRE', stream, retention_ms)
+  if acked then
+    redis.call('PERSIST', stream)
+    redis.call('PERSIST', cursor)
+  else
+    redis.call('PEXPIRE', stream, retention_ms)
+  end
 end
 
 -- An in-flight record whose holder let its lease run out: it may have sent the request and
 -- died, so the outcome is unknown and goes to review.
-local function lapse(record, stream, unknown, leases, effect_id, reason, now, retention_ms)
+local function lapse(record, stream, cursor, unknown, leases, effect_id, reason, now,
+    retention_ms)
   redis.call('HSET', record, 'state', 'unknown', 'updated', now, 'reason', reason)
+  hold(record, unknown)
   redis.call('ZREM', leases, effect_id)
   redis.call('ZADD', unknown, now, effect_id)
-  extend_expiry(unknown, redis.call('PTTL', record))
-  emit(record, stream, effect_id, 'effect.unknown', now, retention_ms)
+  emit(record, stream, cursor, effect_id, 'effect.unknown', now, retention_ms)
 end
 
 -- Append an operator action to the agent's audit stream; the entry's time is its stream id's.
@@ -58,7 +97,8 @@ local function audit(stream, a, now, retention_ms)
 end
 """
 
-# KEYS: record, outbox, unknown zset, batch set of the request's batch, leases zset, control.
+# KEYS: record, outbox, unknown zset, batch set of the request's batch, leases zset, control,
+#       the agent's fence counter, its delivery cursor.
 # ARGV: effect id, fingerprint, lease ms, ttl ms, batch, tool call, action, upstream, method,
 #       path, event retention ms, reason written when an expired lease is found, ignore the
 #       agent's pause ('1' or '0'), take a freed key under another fingerprint ('1' or '0').
@@ -82,13 +122,13 @@ if state then
   if state == 'in_flight' then
     if tonumber(cur[4]) <= now then
       -- The holder let its lease run out: it may have sent the request and died.
-      lapse(record, stream, unknown, leases, effect_id, ARGV[12], now, retention_ms)
+      lapse(record, stream, KEYS[8], unknown, leases, effect_id, ARGV[12], now, retention_ms)
     end
     return {0, fence, redis.call('HGETALL', record)}
   end
   if state ~= 'not_applied' or (cur[3] ~= fingerprint and ARGV[14] ~= '1') then
     if state == 'completed' and cur[3] == fingerprint then
-      emit(record, stream, effect_id, 'effect.replayed', now, retention_ms)
+      emit(record, stream, KEYS[8], effect_id, 'effect.replayed', now, retention_ms)
     end
     return {0, fence, redis.call('HGETALL', record)}
   end
@@ -104,18 +144,20 @@ end
 if state then
   redis.call('DEL', record)
 end
-redis.call('HSET', record, 'state', 'in_flight', 'fence', fence + 1, 'fp', fingerprint,
+fence = next_fence(KEYS[7], fence, ttl_ms)
+-- Created without an expiry: the attempt is held until its outcome is written.
+redis.call('HSET', record, 'state', 'in_flight', 'fence', fence, 'fp', fingerprint,
   'batch', ARGV[5], 'tool_call', ARGV[6], 'action', ARGV[7], 'upstream', ARGV[8],
   'method', ARGV[9], 'path', ARGV[10], 'lease_exp', now + lease_ms, 'created', created,
   'updated', now, 'attempts', attempts + 1, 'ext', '', 'reason', '', 'bkey', batch_set)
-redis.call('PEXPIRE', record, ttl_ms)
--- A record that expired while unknown may have left its review entry behind.
+-- A record that expired while unknown (before unknown records were held) may have left its
+-- review entry behind.
 redis.call('ZREM', unknown, effect_id)
 redis.call('SADD', batch_set, effect_id)
 extend_expiry(batch_set, ttl_ms)
 redis.call('ZADD', leases, now + lease_ms, effect_id)
-extend_expiry(leases, ttl_ms)
-return {1, fence + 1}
+redis.call('PERSIST', leases)
+return {1, fence}
 """
 )
 
@@ -157,8 +199,8 @@ local function count_outcome(control, streak, snapshot, audit_stream, entry, now
 end
 """
 
-# KEYS: record, outbox, unknown zset, leases zset, then the agent's control, streak, snapshot
-#       and audit stream.
+# KEYS: record, outbox, unknown zset, leases zset, then the agent's control, streak, snapshot,
+#       audit stream and delivery cursor.
 # ARGV: effect id, fence, new state, event type, ttl ms, event retention ms, external id,
 #       reason, has response ('1' or '0'), status, headers, body, body truncated ('1' or '0'),
 #       then the failure count (store/control.py): pause after this many failures (0: do not
@@ -185,17 +227,18 @@ if ARGV[9] == '1' then
 else
   redis.call('HDEL', record, 'status', 'headers', 'body', 'trunc')
 end
-redis.call('PEXPIRE', record, ttl_ms)
 if state == 'unknown' then
+  hold(record, unknown)
   redis.call('ZADD', unknown, now, effect_id)
-  extend_expiry(unknown, ttl_ms)
+else
+  redis.call('PEXPIRE', record, ttl_ms)
 end
 -- The batch set's name is read from the record because settle is not told the batch. It
 -- carries the same hash tag as KEYS[1], so it lives in the same slot even on Redis Cluster.
 if cur[3] then
   extend_expiry(cur[3], ttl_ms)
 end
-emit(record, stream, effect_id, ARGV[4], now, retention_ms)
+emit(record, stream, KEYS[9], effect_id, ARGV[4], now, retention_ms)
 if tonumber(ARGV[14]) > 0 then
   count_outcome(KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[2] .. ' ' .. effect_id, now, ARGV)
 end
@@ -203,7 +246,8 @@ return 1
 """
 )
 
-# KEYS: record, outbox, unknown zset, leases zset, audit stream.
+# KEYS: record, outbox, unknown zset, leases zset, audit stream, the agent's fence counter, its
+#       delivery cursor.
 # ARGV: effect id, expected state, new state, ttl ms, event retention ms, external id, reason,
 #       has response ('1' or '0'), status, headers, body, body truncated ('1' or '0'),
 #       has audit entry ('1' or '0'), audit retention ms, then the entry's action, actor,
@@ -221,7 +265,8 @@ if cur[1] ~= ARGV[2] or (ARGV[21] ~= '' and tonumber(cur[2]) ~= tonumber(ARGV[21
 end
 local now = now_ms()
 -- A higher fence drops the late settle of an attempt that still thinks it holds the key.
-redis.call('HSET', record, 'state', state, 'fence', tonumber(cur[2]) + 1, 'lease_exp', 0,
+local fence = next_fence(KEYS[6], tonumber(cur[2]), ttl_ms)
+redis.call('HSET', record, 'state', state, 'fence', fence, 'lease_exp', 0,
   'updated', now, 'ext', ARGV[6], 'reason', ARGV[7])
 if ARGV[8] == '1' then
   redis.call('HSET', record, 'status', ARGV[9], 'headers', ARGV[10], 'body', ARGV[11],
@@ -235,7 +280,7 @@ redis.call('ZREM', KEYS[4], effect_id)
 if cur[3] then
   extend_expiry(cur[3], ttl_ms)
 end
-emit(record, stream, effect_id, 'effect.resolved', now, retention_ms)
+emit(record, stream, KEYS[7], effect_id, 'effect.resolved', now, retention_ms)
 if ARGV[13] == '1' then
   audit(KEYS[5], {ARGV[15], ARGV[16], ARGV[17], ARGV[18], ARGV[19], ARGV[20]}, now,
     tonumber(ARGV[14]))
@@ -289,8 +334,9 @@ end
 return out
 """
 
-# KEYS: leases zset, outbox, unknown zset, then the records of the candidate effect ids.
-# ARGV: event retention ms, reason, then the effect ids aligned with KEYS[4..].
+# KEYS: leases zset, outbox, unknown zset, delivery cursor, then the records of the candidate
+#       effect ids.
+# ARGV: event retention ms, reason, then the effect ids aligned with KEYS[5..].
 # Turns each candidate still in flight with a lapsed lease unknown; drops stale lease entries.
 # Returns {effect id, HGETALL} of each record turned unknown.
 SWEEP = (
@@ -300,13 +346,13 @@ local leases, stream, unknown = KEYS[1], KEYS[2], KEYS[3]
 local retention_ms = tonumber(ARGV[1])
 local now = now_ms()
 local lapsed = {}
-for i = 4, #KEYS do
-  local effect_id = ARGV[i - 1]
+for i = 5, #KEYS do
+  local effect_id = ARGV[i - 2]
   local cur = redis.call('HMGET', KEYS[i], 'state', 'lease_exp')
   if cur[1] ~= 'in_flight' then
     redis.call('ZREM', leases, effect_id)
   elseif tonumber(cur[2]) <= now then
-    lapse(KEYS[i], stream, unknown, leases, effect_id, ARGV[2], now, retention_ms)
+    lapse(KEYS[i], stream, KEYS[4], unknown, leases, effect_id, ARGV[2], now, retention_ms)
     lapsed[#lapsed + 1] = {effect_id, redis.call('HGETALL', KEYS[i])}
   end
 end
@@ -314,9 +360,11 @@ return lapsed
 """
 )
 
-# KEYS: cursor hash, audit stream. ARGV: expected version, cursor retention ms, has audit entry
-# ('1' or '0'), audit retention ms, the entry's six fields, then the cursor's fields as
-# name, value pairs. Returns 1 when written, 0 when the stored version differs.
+# KEYS: cursor hash, audit stream, outbox. ARGV: expected version, cursor retention ms, has
+# audit entry ('1' or '0'), audit retention ms, the entry's six fields, then the cursor's fields
+# as name, value pairs. Returns 1 when written, 0 when the stored version differs.
+# While events wait after ``acked`` the cursor and the outbox are kept without expiry (see
+# emit); once the controller has accepted the last event both expire as usual again.
 WRITE_CURSOR = (
     _PRELUDE
     + """
@@ -328,7 +376,16 @@ redis.call('HSET', KEYS[1], 'v', version + 1)
 for i = 11, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
 end
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+local last = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
+if #last == 0 or last[1][1] == redis.call('HGET', KEYS[1], 'acked') then
+  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+  if #last > 0 then
+    redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[2]))
+  end
+else
+  redis.call('PERSIST', KEYS[1])
+  redis.call('PERSIST', KEYS[3])
+end
 if ARGV[3] == '1' then
   audit(KEYS[2], {ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]}, now_ms(),
     tonumber(ARGV[4]))

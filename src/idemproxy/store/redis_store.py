@@ -131,6 +131,8 @@ class RedisStore(RedisControl):
             layout.batch_key(key.agent, meta.batch),
             layout.leases_key(key.agent),
             layout.control_key(key.agent),
+            layout.fence_key(key.agent),
+            layout.cursor_key(key.agent),
         ]
         args: list[ScriptArg] = [
             key.effect_id,
@@ -173,6 +175,7 @@ class RedisStore(RedisControl):
             *settle_args(settlement.pause_after_failures, settlement.failure(), key.agent),
         ]
         keys = [*_state_keys(key), *control_keys(key.agent), layout.audit_key(key.agent)]
+        keys.append(layout.cursor_key(key.agent))
         with _translated("settle"):
             return int(await self._settle(keys=keys, args=args)) == 1
 
@@ -196,7 +199,12 @@ class RedisStore(RedisControl):
             *audit_args(audit),
             "" if fence is None else fence,
         ]
-        keys = [*_state_keys(key), layout.audit_key(key.agent)]
+        keys = [
+            *_state_keys(key),
+            layout.audit_key(key.agent),
+            layout.fence_key(key.agent),
+            layout.cursor_key(key.agent),
+        ]
         with _translated("resolve"):
             reply = await self._resolve(keys=keys, args=args)
         record = decode_record(key, reply[1]) if reply[1] else None
@@ -236,10 +244,18 @@ class RedisStore(RedisControl):
         return found
 
     async def batch_records(self, agent: str, batch: str) -> list[EffectRecord]:
+        """The batch set lives as long as the records an outcome gave a TTL; a held record (in
+        flight or unknown) may outlive it, so those come from the leases and review indexes."""
         index = layout.batch_key(agent, batch)
-        ids: Any
+        listed: Any
+        held: Any
         with _translated("batch_records"):
-            ids = sorted(await self._client.smembers(index))
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.smembers(index)
+                pipe.zrange(layout.leases_key(agent), 0, -1)
+                pipe.zrange(layout.unknown_key(agent), 0, -1)
+                listed, *held = await pipe.execute()
+            ids = sorted(set(listed).union(*held))
             replies = await self._fetch(self._fetch_batch, index, agent, ids) if ids else []
         records = [decode_record(RecordKey(agent, i.decode()), r) for i, r in replies if r]
         records.sort(key=lambda record: record.created_ms)
@@ -280,6 +296,7 @@ class RedisStore(RedisControl):
             if not ids:
                 return []
             keys = [leases, layout.outbox_key(agent), layout.unknown_key(agent)]
+            keys.append(layout.cursor_key(agent))
             keys += [layout.record_key(RecordKey(agent, i.decode())) for i in ids]
             lapsed = await self._sweep(
                 keys=keys, args=[self._retention_ms, EXPIRED_LEASE_REASON, *ids]

@@ -5,6 +5,8 @@
     records  one row per (agent, effect_id): the record, its response and ``expires_ms``
     events   the outbox; ``id`` (AUTOINCREMENT, never reused) is the event id, printed as
              20 zero-padded digits so that ids compare as text in the order they were written
+    fences   the last fencing token handed out per agent, so that a record claimed again after
+             its predecessor expired still gets a fence above every earlier one
 
 and the ledger's tables of :mod:`.sqlite_journal` (schema 2 added them; a schema 1 file gains
 them when it is opened).
@@ -53,7 +55,14 @@ _TABLES = (
         reason TEXT NOT NULL, ts_ms INTEGER NOT NULL, state TEXT NOT NULL DEFAULT '')""",
     "CREATE INDEX IF NOT EXISTS events_agent ON events (agent, id)",
     "CREATE INDEX IF NOT EXISTS events_age ON events (ts_ms)",
+    # Added without a schema bump: older proxies ignore it, and a file without it gains it.
+    """CREATE TABLE IF NOT EXISTS fences (
+        agent TEXT PRIMARY KEY, fence INTEGER NOT NULL, touched_ms INTEGER NOT NULL)""",
 )
+
+# A fence counter outlives the longest-lived record (a route's ttl_s maximum, 90 days) twice
+# over: an attempt that could still write under an old fence is long gone by then.
+FENCE_RETENTION_MS = 2 * 90 * 86_400_000
 
 # Spliced into SQL text below (hence the S608 waivers): a constant, never user input.
 _RECORD_COLUMNS = (
@@ -193,10 +202,29 @@ def read_events(db: sqlite3.Connection, agent: str, after_id: int, limit: int) -
         raise StoreCorrupt(f"an event of agent {agent!r} cannot be decoded: {exc}") from exc
 
 
+def next_fence(db: sqlite3.Connection, agent: str, above: int, now_ms: int) -> int:
+    """A fence above ``above`` and above every fence the agent's keys ever had."""
+    row = db.execute("SELECT fence FROM fences WHERE agent = ?", (agent,)).fetchone()
+    fence = max(row[0] if row else 0, above) + 1
+    db.execute(
+        "INSERT OR REPLACE INTO fences (agent, fence, touched_ms) VALUES (?, ?, ?)",
+        (agent, fence, now_ms),
+    )
+    return int(fence)
+
+
 def purge(db: sqlite3.Connection, now_ms: int, retention_ms: int) -> None:
-    """Delete records past their TTL and events past the retention."""
+    """Delete records past their TTL, delivered events past the retention and long-idle fence
+    counters."""
     db.execute("DELETE FROM records WHERE expires_ms <= ?", (now_ms,))
-    db.execute("DELETE FROM events WHERE ts_ms < ?", (now_ms - retention_ms,))
+    # An agent with a delivery cursor has a recovery controller waiting: its events after the
+    # last one accepted are kept past the retention, until delivered (acked '' keeps them all).
+    db.execute(
+        "DELETE FROM events WHERE ts_ms < ? AND id <= COALESCE("
+        "(SELECT CAST(acked AS INTEGER) FROM cursors WHERE cursors.agent = events.agent), id)",
+        (now_ms - retention_ms,),
+    )
+    db.execute("DELETE FROM fences WHERE touched_ms < ?", (now_ms - FENCE_RETENTION_MS,))
 
 
 def decode_record(row: sqlite3.Row) -> EffectRecord:

@@ -29,7 +29,14 @@ from idemproxy.store.journal import (
     DeliveryCursor,
     FreedRecord,
 )
-from idemproxy.store.memory import claimed_record, lease_lapsed, resolved_record, wall_clock_ms
+from idemproxy.store.memory import (
+    HELD_MS,
+    claimed_record,
+    expires_ms,
+    lease_lapsed,
+    resolved_record,
+    wall_clock_ms,
+)
 from idemproxy.store.records import (
     ClaimRequest,
     ClaimResult,
@@ -144,7 +151,7 @@ class SQLiteStore:
                 external_id=settlement.external_id,
                 reason=settlement.reason,
             )
-            schema.save(db, record, now_ms + settlement.ttl_s * 1000)
+            schema.save(db, record, expires_ms(record.state, now_ms, settlement.ttl_s))
             schema.append_event(db, record, settlement.event_type(), now_ms)
             if settlement.pause_after_failures > 0:
                 control.count(db, key, fence, settlement, now_ms)
@@ -168,7 +175,8 @@ class SQLiteStore:
                 or fence not in (None, found[0].fence)
             ):
                 return ResolveResult(resolved=False, record=found[0] if found else None)
-            record = resolved_record(found[0], resolution, now_ms)
+            fence_now = schema.next_fence(db, key.agent, found[0].fence, now_ms)
+            record = resolved_record(found[0], resolution, fence_now, now_ms)
             schema.save(db, record, now_ms + resolution.ttl_s * 1000)
             schema.append_event(db, record, EventType.RESOLVED, now_ms)
             if audit is not None:
@@ -228,10 +236,7 @@ class SQLiteStore:
                 " AND expires_ms > ? ORDER BY lease_expires_ms, rowid LIMIT ?"
             )
             lapsed = schema.select(db, where, (agent, now_ms, now_ms, max(limit, 0)))
-            found = [schema.load(db, record.key, now_ms) for record in lapsed]
-            return [
-                _lapse(db, record, expires_ms, now_ms) for record, expires_ms in filter(None, found)
-            ]
+            return [_lapse(db, record, now_ms) for record in lapsed]
 
         return await self._run(lambda db: self._write(db, lambda now: sweep(db, now)))
 
@@ -312,12 +317,10 @@ def _event_id(after: str | None) -> int:
     return int(after)
 
 
-def _lapse(
-    db: sqlite3.Connection, record: EffectRecord, expires_ms: int, now_ms: int
-) -> EffectRecord:
+def _lapse(db: sqlite3.Connection, record: EffectRecord, now_ms: int) -> EffectRecord:
     """Turn an in-flight record whose lease ran out unknown, inside the caller's transaction."""
     record = lease_lapsed(record, now_ms)
-    schema.save(db, record, expires_ms)
+    schema.save(db, record, HELD_MS)
     schema.append_event(db, record, EventType.UNKNOWN, now_ms)
     return record
 
@@ -332,7 +335,7 @@ def _claim(db: sqlite3.Connection, request: ClaimRequest, now_ms: int) -> ClaimR
     record = found[0] if found else None
     if found is not None and record is not None:
         if record.state is RecordState.IN_FLIGHT and record.lease_expires_ms <= now_ms:
-            record = _lapse(db, record, found[1], now_ms)
+            record = _lapse(db, record, now_ms)
             return ClaimResult(claimed=False, fence=record.fence, record=record)
         same_request = record.fingerprint == request.fingerprint
         freed = record.state is RecordState.NOT_APPLIED
@@ -343,7 +346,8 @@ def _claim(db: sqlite3.Connection, request: ClaimRequest, now_ms: int) -> ClaimR
     pause = None if request.ignore_pause else control.load(db, request.key.agent).pause
     if pause is not None:
         return ClaimResult(False, fence=record.fence if record else 0, paused=pause)
-    claimed = claimed_record(request, record, now_ms)
-    schema.save(db, claimed, now_ms + request.ttl_s * 1000)
+    fence = schema.next_fence(db, request.key.agent, record.fence if record else 0, now_ms)
+    claimed = claimed_record(request, record, fence, now_ms)
+    schema.save(db, claimed, HELD_MS)
     journal.register(db, request.key.agent)
     return ClaimResult(claimed=True, fence=claimed.fence)
