@@ -34,6 +34,7 @@ class InstrumentedStore:
             op: metrics.store_operation_duration.labels(op)
             for op in (
                 "ping",
+                "now",
                 "claim",
                 "settle",
                 "resolve",
@@ -64,6 +65,9 @@ class InstrumentedStore:
 
     async def ping(self) -> None:
         await self._timed("ping", self.inner.ping)
+
+    async def now_ms(self) -> int:
+        return await self._timed("now", self.inner.now_ms)
 
     async def claim(self, request: ClaimRequest) -> ClaimResult:
         return await self._timed("claim", lambda: self.inner.claim(request))

@@ -6,8 +6,8 @@ import sqlite3
 from pathlib import Path
 
 from idemproxy.store import sqlite_control
+from idemproxy.store.clock import wall_ms
 from idemproxy.store.control import CONTROL_RETENTION_S, AgentControl
-from idemproxy.store.memory import wall_clock_ms
 from idemproxy.store.records import RecordKey, RecordState, Settlement
 from idemproxy.store.sqlite_store import SQLiteStore
 from tests.store.test_control_contract import LIMIT, attempt
@@ -30,7 +30,7 @@ async def test_a_pause_and_its_snapshot_outlive_a_restart_but_not_the_retention(
     assert len(kept.snapshot) == LIMIT
 
     with sqlite3.connect(path) as db:
-        sqlite_control.purge(db, wall_clock_ms() + CONTROL_RETENTION_S * 1000 + 1)
+        sqlite_control.purge(db, wall_ms() + CONTROL_RETENTION_S * 1000 + 1)
     forgotten = SQLiteStore(path)
     try:
         assert await forgotten.read_control("bot") == AgentControl()

@@ -9,7 +9,6 @@ result of the winner when it claims again.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -57,12 +56,6 @@ class Verified:
     settlement: Settlement
 
 
-def age_ms(record: EffectRecord) -> int:
-    """How long ago the record's first attempt was claimed, when its native key was first sent
-    at the earliest."""
-    return time.time_ns() // 1_000_000 - record.created_ms
-
-
 class NativeDedupe:
     def __init__(self, store: Store, session: ClientSession) -> None:
         self.store = store
@@ -81,7 +74,11 @@ class NativeDedupe:
         sent = self.outgoing(ctx)
         if not sent.native:
             return None
-        plan = adapter.settle(age_ms(record))
+        try:
+            age_ms = await self.age_ms(record)
+        except StoreError:
+            return None  # the store is down: the claim after this one will say so
+        plan = adapter.settle(age_ms)
         if plan is Settle.RESEND:
             reason = f"{adapter.name}: the native key is inside its dedupe window; re-sent under it"
             return await self._resolve(ctx, Resolution(RecordState.NOT_APPLIED, reason=reason))
@@ -108,11 +105,18 @@ class NativeDedupe:
             return False
         try:
             record = await self.store.get(ctx.key.record_key)
+            if record is None:
+                return False
+            age_ms = await self.age_ms(record)
         except StoreError:
             return False
-        if record is None:
-            return False
-        return ctx.target.upstream.adapter.settle(age_ms(record)) is not Settle.REVIEW
+        return ctx.target.upstream.adapter.settle(age_ms) is not Settle.REVIEW
+
+    async def age_ms(self, record: EffectRecord) -> int:
+        """How long ago the record's first attempt was claimed, when its native key was first
+        sent at the earliest. By the store's clock, which wrote ``created_ms``: the proxy
+        host's clock may differ from Redis's by more than a dedupe window is long."""
+        return await self.store.now_ms() - record.created_ms
 
     def verifies(self, ctx: EffectContext, sent: Outgoing, status: int) -> bool:
         """True when this answer to a native-key request must be checked by a read-back."""

@@ -58,6 +58,11 @@ class Store(Protocol):
     async def ping(self) -> None:
         """Raise :class:`StoreUnavailable` unless the store answers."""
 
+    async def now_ms(self) -> int:
+        """The store's time, in milliseconds since the epoch: the clock its leases, TTLs and
+        record times follow (Redis's ``TIME``; a steady clock for SQLite and memory)."""
+        ...
+
     async def claim(self, request: ClaimRequest) -> ClaimResult:
         """Atomically take the key for one attempt, or report the record that stands.
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Sequence
 
+from idemproxy.store.clock import SteadyClock
 from idemproxy.store.control import (
     AgentControl,
     FailedAttempt,
@@ -41,10 +41,6 @@ def expires_ms(state: RecordState, now_ms: int, ttl_s: int) -> int:
     if state in (RecordState.IN_FLIGHT, RecordState.UNKNOWN):
         return HELD_MS
     return now_ms + ttl_s * 1000
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def lease_lapsed(record: EffectRecord, now_ms: int) -> EffectRecord:
@@ -91,8 +87,8 @@ def resolved_record(
 class MemoryStore:
     backend = "memory"
 
-    def __init__(self, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
-        self._clock_ms = clock_ms
+    def __init__(self, clock_ms: Callable[[], int] | None = None) -> None:
+        self._clock_ms = clock_ms or SteadyClock()
         self._records: dict[RecordKey, tuple[EffectRecord, int]] = {}  # record, expires_ms
         self._events: dict[str, list[EffectEvent]] = {}
         self._next_event = 0
@@ -109,6 +105,9 @@ class MemoryStore:
 
     async def ping(self) -> None:
         return None
+
+    async def now_ms(self) -> int:
+        return self._clock_ms()
 
     async def close(self) -> None:
         return None

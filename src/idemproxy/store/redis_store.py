@@ -114,6 +114,13 @@ class RedisStore(RedisControl):
             if self._pipeline is not None:
                 await self._pipeline.execute("PING")
 
+    async def now_ms(self) -> int:
+        reply: Any
+        with _translated("now_ms"):
+            reply = await self._client.time()
+        seconds, micros = reply
+        return int(seconds) * 1000 + int(micros) // 1000
+
     async def close(self) -> None:
         with _translated("close"):
             await self._client.aclose()

@@ -7,6 +7,7 @@
              20 zero-padded digits so that ids compare as text in the order they were written
     fences   the last fencing token handed out per agent, so that a record claimed again after
              its predecessor expired still gets a fence above every earlier one
+    clock    the anchor of the file's steady clock for the host's current boot (store/clock.py)
 
 and the ledger's tables of :mod:`.sqlite_journal` (schema 2 added them; a schema 1 file gains
 them when it is opened).
@@ -18,7 +19,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from idemproxy.store import sqlite_control, sqlite_journal
+from idemproxy.store import clock, sqlite_control, sqlite_journal
 from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.layout import dump_headers, load_headers
 from idemproxy.store.records import (
@@ -58,6 +59,7 @@ _TABLES = (
     # Added without a schema bump: older proxies ignore it, and a file without it gains it.
     """CREATE TABLE IF NOT EXISTS fences (
         agent TEXT PRIMARY KEY, fence INTEGER NOT NULL, touched_ms INTEGER NOT NULL)""",
+    "CREATE TABLE IF NOT EXISTS clock (boot_id TEXT NOT NULL, offset_ms INTEGER NOT NULL)",
 )
 
 # A fence counter outlives the longest-lived record (a route's ttl_s maximum, 90 days) twice
@@ -97,6 +99,35 @@ def connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
         db.close()
         raise
     return db
+
+
+def clock_offset(db: sqlite3.Connection) -> int:
+    """The offset of the file's steady clock (:class:`~idemproxy.store.clock.SteadyClock`).
+
+    Anchored once per boot of the host, so every process on the file reads the same time; a new
+    boot anchors to the wall clock again, but never behind a time the file already holds, so the
+    store's time does not run backwards across a reboot either.
+    """
+    current = clock.boot_id()
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        row = db.execute("SELECT boot_id, offset_ms FROM clock").fetchone()
+        if row is not None and current and row[0] == current:
+            offset = int(row[1])
+        else:
+            latest = db.execute(
+                "SELECT MAX(t) FROM (SELECT MAX(updated_ms) AS t FROM records"
+                " UNION ALL SELECT MAX(ts_ms) FROM events)"
+            ).fetchone()[0]
+            offset = max(clock.wall_ms(), (latest or 0) + 1) - clock.boot_ms()
+            db.execute("DELETE FROM clock")
+            db.execute("INSERT INTO clock (boot_id, offset_ms) VALUES (?, ?)", (current, offset))
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    return offset
 
 
 def load(db: sqlite3.Connection, key: RecordKey, now_ms: int) -> tuple[EffectRecord, int] | None:

@@ -21,6 +21,7 @@ from idemproxy.store import sqlite_control as control
 from idemproxy.store import sqlite_journal as journal
 from idemproxy.store import sqlite_schema as schema
 from idemproxy.store.base import StoreCorrupt, StoreUnavailable
+from idemproxy.store.clock import SteadyClock
 from idemproxy.store.control import AgentControl, Pause, written_pause
 from idemproxy.store.journal import (
     ARCHIVE_RETENTION_S,
@@ -35,7 +36,6 @@ from idemproxy.store.memory import (
     expires_ms,
     lease_lapsed,
     resolved_record,
-    wall_clock_ms,
 )
 from idemproxy.store.records import (
     ClaimRequest,
@@ -80,6 +80,7 @@ class SQLiteStore:
         self._closed = False
         # Touched only on the worker thread.
         self._db: sqlite3.Connection | None = None
+        self._clock = SteadyClock()  # anchored in the file once it is open
         self._next_purge_ms = 0
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -96,15 +97,25 @@ class SQLiteStore:
 
     def _on_worker(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._db is None:
-            self._db = schema.connect(self._path, self._busy_timeout_ms)
+            db = schema.connect(self._path, self._busy_timeout_ms)
+            try:
+                self._clock = SteadyClock(schema.clock_offset(db))
+            except BaseException:
+                db.close()
+                raise
+            self._db = db
         return fn(self._db)
+
+    def _now_ms(self) -> int:
+        """The store's time; read on the worker thread, where the file's anchor is known."""
+        return self._clock()
 
     def _write(self, db: sqlite3.Connection, fn: Callable[[int], T]) -> T:
         """Run ``fn(now_ms)`` in one immediate transaction: all of it is written or none."""
         db.execute("BEGIN IMMEDIATE")
         try:
             # Read the clock once the write lock is held, so times follow commit order.
-            now_ms = wall_clock_ms()
+            now_ms = self._now_ms()
             result = fn(now_ms)
             if now_ms >= self._next_purge_ms:
                 schema.purge(db, now_ms, self._retention_ms)
@@ -121,6 +132,9 @@ class SQLiteStore:
 
     async def ping(self) -> None:
         await self._run(lambda db: db.execute("SELECT 1").fetchone())
+
+    async def now_ms(self) -> int:
+        return await self._run(lambda db: self._now_ms())
 
     async def close(self) -> None:
         if self._closed:
@@ -197,7 +211,7 @@ class SQLiteStore:
         return await self._run(lambda db: self._write(db, lambda now: renew(db, now)))
 
     async def get(self, key: RecordKey) -> EffectRecord | None:
-        found = await self._run(lambda db: schema.load(db, key, wall_clock_ms()))
+        found = await self._run(lambda db: schema.load(db, key, self._now_ms()))
         return found[0] if found else None
 
     async def list_unknown(self, agent: str, limit: int = 100) -> list[EffectRecord]:
@@ -206,12 +220,12 @@ class SQLiteStore:
             " ORDER BY updated_ms, rowid LIMIT ?"
         )
         return await self._run(
-            lambda db: schema.select(db, sql, (agent, wall_clock_ms(), max(limit, 0)))
+            lambda db: schema.select(db, sql, (agent, self._now_ms(), max(limit, 0)))
         )
 
     async def batch_records(self, agent: str, batch: str) -> list[EffectRecord]:
         sql = "WHERE agent = ? AND batch = ? AND expires_ms > ? ORDER BY created_ms, rowid"
-        return await self._run(lambda db: schema.select(db, sql, (agent, batch, wall_clock_ms())))
+        return await self._run(lambda db: schema.select(db, sql, (agent, batch, self._now_ms())))
 
     async def read_events(
         self, agent: str, after: str | None = None, limit: int = 100
