@@ -12,7 +12,9 @@ proxy sees through the encoding, and acts once per tool call (the chaos route is
 
 What an agent does with an answer (:func:`verdict`) is what the SPEC tells it to: retry when
 nothing can have happened or the proxy asks it to come back, stop on an answer, and stop on an
-unknown outcome, which waits for review.
+unknown outcome, which waits for review. Some attempts are abandoned before their answer
+arrives (the agent killed, or its SDK's timeout shorter than the upstream's answer): the proxy
+must finish and record the effect anyway, so that the repeat is a replay.
 """
 
 from __future__ import annotations
@@ -122,15 +124,19 @@ def verdict(status: int, outcome: str) -> Verdict:
 
 
 async def send(
-    session: aiohttp.ClientSession, proxy_url: str, request: tuple[bytes, dict[str, str]]
+    session: aiohttp.ClientSession,
+    proxy_url: str,
+    request: tuple[bytes, dict[str, str]],
+    give_up_s: float = REQUEST_TIMEOUT_S,
 ) -> Answer:
+    """One attempt; the connection is closed unanswered after ``give_up_s``."""
     body, headers = request
     try:
         async with session.post(
             f"{proxy_url}/up/effects",
             data=body,
             headers=headers,
-            timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S),
+            timeout=aiohttp.ClientTimeout(total=give_up_s),
         ) as response:
             body = await response.read()
             upstream_id = None
@@ -158,6 +164,7 @@ class Journal:
     outcomes: Counter[str] = field(default_factory=Counter)
     encodings: Counter[Encoding] = field(default_factory=Counter)
     reworded: int = 0  # attempts sent worded anew
+    abandoned: int = 0  # attempts whose agent went away before the answer
     calls: list[ToolCall] = field(default_factory=list)
     spent: asyncio.Event = field(default_factory=asyncio.Event)  # set once the budget is used
 
@@ -185,6 +192,9 @@ class AgentPlan:
     multipart_rate: float = 0.3
     gzip_rate: float = 0.4
     reword_rate: float = 0.2  # an attempt whose text the LLM put in other words
+    # An attempt whose agent goes away within ``abandon_s`` of sending, answer or not.
+    abandon_rate: float = 0.05
+    abandon_s: tuple[float, float] = (0.01, 0.3)
 
 
 class Agent:
@@ -241,7 +251,11 @@ class Agent:
             wording = self.rng.randint(1, 1000) if self.rng.random() < self.plan.reword_rate else 0
             self.journal.reworded += bool(wording)
             request = encoded(call, encoding, self.rng, wording)
-            answer = await send(self.session, self.pick_proxy(), request)
+            give_up_s = REQUEST_TIMEOUT_S
+            if self.rng.random() < self.plan.abandon_rate:
+                self.journal.abandoned += 1
+                give_up_s = self.rng.uniform(*self.plan.abandon_s)
+            answer = await send(self.session, self.pick_proxy(), request, give_up_s)
             self.journal.note(call, answer)
             if answer.verdict is not Verdict.RETRY:
                 return answer

@@ -165,6 +165,7 @@ def _figures(
         "requests": journal.sent,
         "request_encodings": {str(k): v for k, v in sorted(journal.encodings.items())},
         "requests_reworded": journal.reworded,
+        "requests_abandoned": journal.abandoned,
         "effects": report.effects,
         "applied_at_upstream": report.applied,
         "final_states": dict(sorted(report.states.items())),
@@ -218,7 +219,7 @@ async def _recover(agent: Agent, journal: Journal) -> dict[ToolCall, Answer]:
     """Repeat every tool call once more, as a recovery run would, to its final answer."""
     patient = Agent(
         "recovery",
-        AgentPlan(max_tries=FINAL_TRIES, backoff_s=0.2),
+        AgentPlan(max_tries=FINAL_TRIES, backoff_s=0.2, abandon_rate=0),
         journal,
         agent.session,
         agent.pick_proxy,
