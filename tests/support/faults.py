@@ -27,6 +27,7 @@ class FaultKind(StrEnum):
     PROXY_PAUSE = "proxy_sigstop"  # frozen past its leases (a stalled renewal), then resumed
     REDIS_TERM = "redis_sigterm"  # Redis stopped cleanly, restarted from its append-only file
     REDIS_KILL = "redis_sigkill"  # Redis killed, restarted from its append-only file
+    REDIS_FULL = "redis_memory_full"  # maxmemory reached under noeviction: every write refused
     CLUSTER_FAILOVER = "cluster_failover"  # a replica takes over its master's slots on request
     CLUSTER_RESTART = "cluster_master_restart"  # a master killed and restarted within its timeout
     CLUSTER_MASTER_LOST = "cluster_master_lost"  # a master killed until its replica is promoted
@@ -40,7 +41,7 @@ class FaultKind(StrEnum):
 STOP_BOUND_S = 15.0
 
 PROXY_FAULTS = (FaultKind.PROXY_KILL, FaultKind.PROXY_TERM, FaultKind.PROXY_PAUSE)
-REDIS_FAULTS = (FaultKind.REDIS_TERM, FaultKind.REDIS_KILL)
+REDIS_FAULTS = (FaultKind.REDIS_TERM, FaultKind.REDIS_KILL, FaultKind.REDIS_FULL)
 CLUSTER_FAULTS = (
     FaultKind.CLUSTER_FAILOVER,
     FaultKind.CLUSTER_RESTART,
@@ -130,6 +131,14 @@ class FaultInjector:
         await asyncio.to_thread(proxy.start)
 
     async def _outage_redis(self, redis: DurableRedis, kind: FaultKind) -> None:
+        if kind is FaultKind.REDIS_FULL:
+            # Memory pressure as a store configured for idemproxy meets it: with noeviction
+            # Redis refuses writes (OOM) rather than evict, so effects fail closed until the
+            # memory is there again, and no record is lost.
+            await asyncio.to_thread(redis.set_maxmemory, 1)
+            await asyncio.sleep(self.rng.uniform(*self.plan.outage_s))
+            await asyncio.to_thread(redis.set_maxmemory, 0)
+            return
         if kind is FaultKind.REDIS_KILL:
             redis.kill()
         else:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import redis
 
 from tests.support.agents import VOLATILE_FIELDS
 from tests.support.processes import RedisServer, ServedProxy, UpstreamProcess, http_get
@@ -91,6 +92,14 @@ class DurableRedis(RedisServer):
     @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def set_maxmemory(self, limit: int) -> None:
+        """``CONFIG SET maxmemory`` (0: no limit); the policy stays ``noeviction``."""
+        client = redis.Redis(port=self.port, socket_timeout=5)
+        try:
+            client.config_set("maxmemory", limit)
+        finally:
+            client.close()
 
 
 class FleetProxy(ServedProxy):
