@@ -38,6 +38,7 @@ class Failover:
     during_cut: list[Answer]  # the first attempt of each charge, with the replica cut off
     repeats: list[list[Answer]]  # per charge, every repeat after the failover until served
     effects: list[int]  # per charge, how often it reached the upstream
+    log: str  # what the proxy logged
 
 
 def policy(tmp_path: Path) -> Path:
@@ -91,7 +92,7 @@ def through_failover(tmp_path: Path, upstream: FakeUpstream, store_query: str) -
             redis_set.rejoin_old_master()
             repeats = [repeat_until_served(proxy, number) for number in range(1, CHARGES + 1)]
     effects = [len(upstream.effects(f"/charges/{n}/messages")) for n in range(1, CHARGES + 1)]
-    return Failover(during_cut, repeats, effects)
+    return Failover(during_cut, repeats, effects, proxy.output())
 
 
 def test_without_replica_waits_a_failover_sends_every_charge_again(
@@ -103,4 +104,21 @@ def test_without_replica_waits_a_failover_sends_every_charge_again(
     assert run.during_cut == [Answer(200, "forwarded", None)] * CHARGES
     assert [answers[-1] for answers in run.repeats] == [Answer(200, "forwarded", None)] * CHARGES
     assert run.effects == [2] * CHARGES  # every charge made twice
+    # The proxy said so at start-up.
+    assert "claims do not wait for them" in run.log
+    assert "set wait_replicas=1" in run.log
 
+
+def test_with_a_replica_wait_no_charge_is_sent_twice(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    run = through_failover(tmp_path, upstream, "?wait_replicas=1&wait_timeout_ms=300")
+    # Refused without forwarding: the replica did not confirm the claim.
+    assert run.during_cut == [Answer(503, "store-not-replicated", "1")] * CHARGES
+    for answers in run.repeats:
+        # Refused while the store was failing over, then forwarded once.
+        assert answers[-1] == Answer(200, "forwarded", None)
+        refusals = {answer.outcome for answer in answers[:-1]}
+        assert refusals <= {"store-unavailable", "store-not-replicated"}
+    assert run.effects == [1] * CHARGES
+    assert "claims do not wait for them" not in run.log
