@@ -81,7 +81,13 @@ class Forwarder:
                 continue
             server.settimeout(None)
             with self._lock:
-                self._open.update((client, server))
+                cut = self._cut or self._closed  # cut while this one was connecting
+                if not cut:
+                    self._open.update((client, server))
+            if cut:
+                _drop(client)
+                _drop(server)
+                continue
             for source, sink in ((client, server), (server, client)):
                 threading.Thread(target=_pump, args=(source, sink), daemon=True).start()
 
