@@ -25,6 +25,7 @@ class Row:
     reference: Cell | None
     workers: int = 0  # 0: not idemproxy (an anchor)
     peak_rss_mib: float = 0.0
+    replica_wait: bool = False  # its claims waited for a replica (REPLICA=1)
 
 
 def _cell(cell: Cell | None) -> str:
@@ -65,7 +66,10 @@ def print_report(rows: list[Row], machine: str, duration: str, memory: list[Foot
             f"\nWARNING {row.label} c{row.conns}: {row.ours.bad} bad answers from idemproxy,"
             f" {reference_bad} from the reference"
         )
-    peaks = sorted({(row.workers, row.peak_rss_mib) for row in rows if row.workers})
+    print_replica_wait(rows)
+    peaks = sorted(
+        {(row.workers, row.peak_rss_mib) for row in rows if row.workers and not row.replica_wait}
+    )
     print(
         "\nidemproxy peak RSS over the cells (largest process): "
         + ", ".join(f"{workers} worker(s) {peak:.1f} MiB" for workers, peak in peaks)
@@ -83,9 +87,40 @@ def print_report(rows: list[Row], machine: str, duration: str, memory: list[Foot
     print("\n" + "\n".join(targets(rows, memory)))
 
 
+def print_replica_wait(rows: list[Row]) -> None:
+    """Each cell measured with wait_replicas=1 beside the same proxy without it."""
+    waited = [row for row in rows if row.replica_wait]
+    if not waited:
+        return
+    print(
+        "\n| case | conns | no wait req/s | wait req/s | ratio | p50 ms no wait / wait"
+        " | added ms | p99 ms no wait / wait | CPU us/req no wait / wait | Redis cmds / CPU us"
+        " per req no wait / wait |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    )
+    for row in waited:
+        base = _find(rows, row.label[:3], row.conns, row.workers)
+        if base is None:
+            continue
+        off, on = base.ours, row.ours
+        ratio = f"{on.req_s / off.req_s:.2f}x" if off.req_s else ""
+        print(
+            f"| {base.label} | {row.conns} | {off.req_s:,.0f} | {on.req_s:,.0f} | {ratio}"
+            f" | {off.p50_ms:.2f} / {on.p50_ms:.2f} | {on.p50_ms - off.p50_ms:+.2f}"
+            f" | {off.p99_ms:.2f} / {on.p99_ms:.2f} | {off.cpu_us:,.0f} / {on.cpu_us:,.0f}"
+            f" | {off.commands:.1f} / {off.redis_cpu_us:,.0f} - {on.commands:.1f}"
+            f" / {on.redis_cpu_us:,.0f} |"
+        )
+
+
 def _find(rows: list[Row], letter_title: str, conns: int, workers: int = 1) -> Row | None:
+    """The row of a case without a replica wait."""
     for row in rows:
-        if row.label.startswith(letter_title) and row.conns == conns and row.workers == workers:
+        if (
+            row.label.startswith(letter_title)
+            and row.conns == conns
+            and row.workers == workers
+            and not row.replica_wait
+        ):
             return row
     return None
 

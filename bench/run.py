@@ -9,7 +9,9 @@ Environment: DUR (wrk duration per cell, default 3s), WORKERS (idemproxy worker 
 compare, default "1 2"), MEM=0 to skip the memory scenarios, HUGE_MB (default 100),
 SSE_EVENTS (default 30000), CALLS (default 1000), MINIPROXY (path of miniproxy.py), REPEAT
 (runs per cell, alternating between the proxies; the median counts; default 1),
-LOOP=asyncio|uvloop (default: uvloop when installed; both proxies always run on the same loop).
+LOOP=asyncio|uvloop (default: uvloop when installed; both proxies always run on the same loop),
+REPLICA=1 (give the Redis a replica, and measure the first worker count's external POSTs once
+more with the store URL's wait_replicas=1, beside the same proxy without it).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import redis as redis_client
 from load import Cell, CommandCounter, wrk
 from memory import Footprint, footprints
 from procs import Proc, cpu_s, ensure_tools, free_port, peak_rss_mib, port_taken
@@ -38,6 +41,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 UPSTREAM_PORT = 9001  # where miniproxy.py forwards, fixed
 CONNS = (1, 32)
+WAIT_QUERY = "?wait_replicas=1"  # with REPLICA=1
 
 CASES = (
     Case("a", "safe GET pass-through", "get.lua", "/up/api/messages", "pass"),
@@ -66,6 +70,7 @@ class Bench:
     python: str
     loop: str
     redis_pid: int = 0
+    replica_wait: bool = False  # a replica runs, and some cells wait for it
 
     def cell(self, base_url: str, case: Case, conns: int, pid: int | None = None) -> Cell:
         """One wrk run, with the Redis commands and CPU time it cost."""
@@ -129,14 +134,15 @@ def _started(proc: Proc, port: int) -> Iterator[Proc]:
         proc.stop()
 
 
-def _idemproxy(bench: Bench, stack: contextlib.ExitStack, workers: int) -> Served:
+def _idemproxy(bench: Bench, stack: contextlib.ExitStack, workers: int, query: str = "") -> Served:
     port, admin_port = free_port(), free_port()
     policy = bench.workdir / "policy.yaml"
     policy.write_text(POLICY)
-    config = bench.workdir / f"idemproxy-{workers}.yaml"
+    name = f"idemproxy-{workers}" + ("-wait" if query else "")
+    config = bench.workdir / f"{name}.yaml"
     config.write_text(
         f"listen: 127.0.0.1:{port}\nadmin_listen: 127.0.0.1:{admin_port}\nagent_id: bench\n"
-        f"store: redis://127.0.0.1:{bench.redis_port}/0\nupstreams:\n"
+        f"store: redis://127.0.0.1:{bench.redis_port}/0{query}\nupstreams:\n"
         f"  up: {{url: 'http://127.0.0.1:{UPSTREAM_PORT}', policy: '{policy}',"
         " max_connections: 1100}\n"
     )
@@ -144,7 +150,7 @@ def _idemproxy(bench: Bench, stack: contextlib.ExitStack, workers: int) -> Serve
     args = [str(script), "serve", "--config", str(config)]
     if workers > 1:
         args += ["--workers", str(workers)]
-    proc = Proc(f"idemproxy-{workers}", args, bench.workdir)
+    proc = Proc(name, args, bench.workdir)
     if bench.loop == "asyncio":
         # A module that fails to import shadows uvloop, in the workers too.
         shadow = bench.workdir / "no-uvloop"
@@ -195,10 +201,15 @@ def _measure(
     nginx_proxy_port = _upstreams(bench, stack, tools)
     redis_args = [tools["redis-server"], "--port", str(bench.redis_port), "--bind", "127.0.0.1",
                   "--save", "", "--appendonly", "no"]  # fmt: skip
+    if bench.replica_wait:
+        # The master syncs its replica at once rather than after the default 5 s wait.
+        redis_args += ["--repl-diskless-sync-delay", "0"]
     redis = stack.enter_context(
         _started(Proc("redis", redis_args, bench.workdir), bench.redis_port)
     )
     bench.redis_pid = redis.pid
+    if bench.replica_wait:
+        _replica(bench, stack, redis_args)
     anchor = Case("-", "anchor", "post.lua", "first", "-")
     rows = [
         Row(
@@ -213,20 +224,30 @@ def _measure(
     references = {mode: _reference(bench, stack, mode) for mode in ("pass", "redis")}
     workers = [int(n) for n in os.environ.get("WORKERS", "1 2").split()]
     ours = {count: _idemproxy(bench, stack, count) for count in workers}
+    waiting = _idemproxy(bench, stack, workers[0], WAIT_QUERY) if bench.replica_wait else None
     # Cell by cell, the reference and then each idemproxy, so that whatever else loads the
     # machine meanwhile falls on both sides alike.
     # With REPEAT=n each cell is run n times, alternating, and the median run (by req/s) counts.
+    # A key of -N is the N-worker idemproxy that waits for the replica.
     runs: dict[tuple[int, Case, int], list[Cell]] = {}
     for case in CASES:
         for conns in CONNS:
-            for _ in range(int(os.environ.get("REPEAT", "1"))):
+            served_now = [
+                (count, served)
+                for count, served in ours.items()
+                if count == workers[0] or case in CASES[:3]
+            ]
+            if waiting is not None and case in CASES[1:3]:
+                # Only a claim waits: the safe cases would measure the same proxy twice.
+                served_now.append((-workers[0], waiting))
+            for repeat in range(int(os.environ.get("REPEAT", "1"))):
                 reference = references[case.reference_mode]
                 cell = bench.cell(reference.url, case, conns, reference.proc.pid)
                 runs.setdefault((0, case, conns), []).append(cell)
-                for count, served in ours.items():
-                    if count == workers[0] or case in CASES[:3]:
-                        cell = bench.cell(served.url, case, conns, served.proc.pid)
-                        runs.setdefault((count, case, conns), []).append(cell)
+                # Every other run the other way round, so that no idemproxy always goes first.
+                for key, served in served_now if repeat % 2 == 0 else served_now[::-1]:
+                    cell = bench.cell(served.url, case, conns, served.proc.pid)
+                    runs.setdefault((key, case, conns), []).append(cell)
     cells = {key: _median(found) for key, found in runs.items()}
     for mode, reference in references.items():
         print(f"reference {mode}: peak RSS {peak_rss_mib(reference.proc.pid):.1f} MiB")
@@ -245,10 +266,41 @@ def _measure(
         for conns in CONNS
         if (ours_cell := cells.get((count, case, conns))) is not None
     ]
+    if waiting is not None:
+        peak = peak_rss_mib(waiting.proc.pid)
+        rows += [
+            Row(
+                f"({case.letter}) {case.title}, {WAIT_QUERY[1:]}",
+                conns,
+                ours_cell,
+                cells[0, case, conns],
+                workers=workers[0],
+                peak_rss_mib=peak,
+                replica_wait=True,
+            )
+            for case in CASES[1:3]
+            for conns in CONNS
+            if (ours_cell := cells.get((-workers[0], case, conns))) is not None
+        ]
     memory: list[Footprint] = []
     if os.environ.get("MEM", "1") != "0":
         memory = _memory(ours[workers[0]])
     return rows, memory
+
+
+def _replica(bench: Bench, stack: contextlib.ExitStack, master_args: list[str]) -> None:
+    """A replica of the bench's Redis, synced before anything is measured."""
+    port = free_port()
+    args = [*master_args, "--replicaof", "127.0.0.1", str(bench.redis_port)]
+    args[args.index("--port") + 1] = str(port)
+    stack.enter_context(_started(Proc("redis-replica", args, bench.workdir), port))
+    replica = redis_client.Redis(port=port)
+    deadline = time.monotonic() + 30
+    while replica.info("replication").get("master_link_status") != "up":
+        if time.monotonic() > deadline:
+            raise SystemExit(f"bench: the replica did not sync; see {bench.workdir}")
+        time.sleep(0.05)
+    replica.close()
 
 
 def _median(runs: list[Cell]) -> Cell:
@@ -297,6 +349,7 @@ def main() -> None:
     workdir.chmod(0o755)  # nginx workers run as another user and read the bodies from here
     loop = os.environ.get("LOOP") or ("uvloop" if importlib.util.find_spec("uvloop") else "asyncio")
     bench = Bench(workdir, duration, free_port(), uuid.uuid4().hex[:8], sys.executable, loop)
+    bench.replica_wait = os.environ.get("REPLICA", "0") == "1"
     print(f"bench: {_machine()}; {loop}; wrk -t1 -d{duration}; logs in {workdir}", flush=True)
     try:
         with contextlib.ExitStack() as stack:

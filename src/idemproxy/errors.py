@@ -38,6 +38,7 @@ class ProblemCode(StrEnum):
     UPSTREAM_UNREACHABLE = "upstream-unreachable"
     UPSTREAM_DISCONNECTED = "upstream-disconnected"
     STORE_UNAVAILABLE = "store-unavailable"
+    STORE_NOT_REPLICATED = "store-not-replicated"
     UPSTREAM_TIMEOUT = "upstream-timeout"
     SHUTTING_DOWN = "shutting-down"
     AGENT_PAUSED = "agent-paused"

@@ -23,6 +23,7 @@ from idemproxy.proxy.upstreams import Upstream
 from idemproxy.store.base import Store, StoreError
 from idemproxy.store.factory import open_store
 from idemproxy.store.records import RecordState, Settlement
+from idemproxy.store.replicas import failover_may_lose_claims
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,12 @@ async def serve(
     if config.store.startswith("memory:"):
         log.warning(
             "store is memory://: records vanish when this process stops; use it for tests only"
+        )
+    if failover_may_lose_claims(config.store):
+        log.warning(
+            "the store fails over to replicas, and claims do not wait for them: a master lost"
+            " before a replica has a claim lets a repeat be sent again; set wait_replicas=1 in"
+            " the store URL's query (docs/reliability.md)"
         )
     metrics = Metrics()
     store = open_store(config.store)

@@ -180,3 +180,45 @@ async def test_the_store_runs_its_hot_path_on_one_connection(redis_server: Redis
     assert len(scripted) == 1
     await admin.aclose()
     await store.close()
+
+
+async def test_one_trailer_follows_the_commands_of_a_turn_and_answers_each(
+    redis_server: RedisServer,
+) -> None:
+    redis = pipeline(redis_server.port)
+    await redis.execute("PING")  # connected: the calls below all go out in one loop turn
+    calls = [redis.execute_then(("INCR", "trailers"), "SET", f"k{i}", i) for i in range(10)]
+    answers = await asyncio.gather(*calls)
+    # Ten commands of one loop turn, then the trailer once: each caller has its reply.
+    assert answers == [(b"OK", 1)] * 10
+    assert await redis.execute("GET", "trailers") == b"1"
+    assert await redis.execute_then(("INCR", "trailers"), "GET", "k3") == (b"3", 2)
+    await redis.close()
+
+
+async def test_a_trailer_that_fails_is_returned_and_the_command_still_counts(
+    redis_server: RedisServer,
+) -> None:
+    redis = pipeline(redis_server.port, reply_timeout_s=0.3)
+    # The trailer blocks past the reply timeout: the command's reply came, the trailer's not.
+    reply, trailed = await redis.execute_then(("BLPOP", "empty", "1"), "SET", "k", "v")
+    assert reply == b"OK"
+    assert isinstance(trailed, TimeoutError)
+    reply, trailed = await redis.execute_then(("LPUSH", "k", "x"), "GET", "k")
+    assert reply == b"v"
+    assert isinstance(trailed, ResponseError)  # an error reply, as a value too
+    await redis.close()
+
+
+async def test_a_caller_cancelled_does_not_cancel_the_trailer_it_shares(
+    redis_server: RedisServer,
+) -> None:
+    redis = pipeline(redis_server.port)
+    trailer = ("BLPOP", "empty", "0.3")
+    gone = asyncio.ensure_future(redis.execute_then(trailer, "PING"))
+    stays = asyncio.ensure_future(redis.execute_then(trailer, "PING"))
+    await asyncio.sleep(0.1)  # both have their PONG and wait on the one BLPOP
+    gone.cancel()
+    assert await stays == (b"PONG", None)
+    assert gone.cancelled()
+    await redis.close()

@@ -1,6 +1,7 @@
 """The exactly-once flow for one request on an effectful route (SPEC section 4).
 
 claim -> (claimed) forward, relay, settle
+      -> (claimed, replicas did not confirm it) release it, 503 store-not-replicated
       -> (completed) replay the record
       -> (in flight) wait for the holder, then claim again; still held: 409
       -> (unknown) 409 outcome-unknown, into review; never a blind re-send
@@ -13,6 +14,7 @@ import asyncio
 import dataclasses
 import logging
 from dataclasses import dataclass
+from typing import NoReturn
 
 from aiohttp import ClientSession, web
 
@@ -41,6 +43,7 @@ from idemproxy.proxy.verdicts import (
     outcome_unknown,
     replay_response,
     settlement_for,
+    store_not_replicated,
     store_unavailable,
 )
 from idemproxy.store.base import Store, StoreError
@@ -50,6 +53,7 @@ from idemproxy.store.records import (
     EffectRecord,
     RecordState,
     Settlement,
+    Unreplicated,
 )
 
 log = logging.getLogger(__name__)
@@ -116,6 +120,8 @@ class EffectFlow:
                 result = await self.store.claim(claim)
             except StoreError as exc:
                 raise store_unavailable() from exc
+            if result.claimed and result.unreplicated is not None:
+                await self._release_unreplicated(ctx, result.fence, result.unreplicated)
             if result.claimed:
                 outcome = Outcome.RECONCILED if reconciled else Outcome.FORWARDED
                 return await self._attempt(ctx, result.fence, outcome)
@@ -154,6 +160,19 @@ class EffectFlow:
             except StoreError as exc:
                 raise store_unavailable() from exc
             waited = True
+
+    async def _release_unreplicated(
+        self, ctx: EffectContext, fence: int, unreplicated: Unreplicated
+    ) -> NoReturn:
+        """Give back a claim a failover could lose, unsent: the key is free for the repeat.
+
+        Not the agent's failure, so it does not count toward a pause. Should this write be lost
+        too, the claim turns unknown when its lease runs out, and is still never sent.
+        """
+        reason = f"not forwarded: the store's replicas did not confirm the claim ({unreplicated})"
+        released = Settlement(RecordState.NOT_APPLIED, reason=reason, ttl_s=ctx.route.ttl_s)
+        await self._settle(ctx, fence, released, counted=False)
+        raise store_not_replicated(unreplicated)
 
     def _refuse_other_request(self, ctx: EffectContext, record: EffectRecord) -> None:
         """Refuse a request whose key belongs to another request, unless that one may still

@@ -27,6 +27,7 @@ _STATUS: dict[ProblemCode, tuple[int, str]] = {
     ProblemCode.UPSTREAM_UNREACHABLE: (502, "Upstream unreachable"),
     ProblemCode.UPSTREAM_DISCONNECTED: (502, "Upstream connection lost"),
     ProblemCode.STORE_UNAVAILABLE: (503, "Store unavailable"),
+    ProblemCode.STORE_NOT_REPLICATED: (503, "Store not replicated"),
     ProblemCode.SHUTTING_DOWN: (503, "Shutting down"),
     ProblemCode.AGENT_PAUSED: (503, "Agent paused"),
     ProblemCode.UPSTREAM_TIMEOUT: (504, "Upstream timeout"),
@@ -44,6 +45,7 @@ _RETRYABLE = frozenset(
         ProblemCode.REQUEST_IN_PROGRESS,
         ProblemCode.UPSTREAM_UNREACHABLE,
         ProblemCode.STORE_UNAVAILABLE,
+        ProblemCode.STORE_NOT_REPLICATED,
         ProblemCode.SHUTTING_DOWN,
         ProblemCode.RATE_LIMITED,
     }

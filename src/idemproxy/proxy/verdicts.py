@@ -20,13 +20,28 @@ from idemproxy.policies.model import EffectClass, Route
 from idemproxy.proxy.outcome import Outcome, outcome_headers
 from idemproxy.proxy.problems import should_retry_headers
 from idemproxy.proxy.relay import Relayed
-from idemproxy.store.records import EffectRecord, RecordState, Settlement, StoredResponse
+from idemproxy.store.records import (
+    EffectRecord,
+    RecordState,
+    Settlement,
+    StoredResponse,
+    Unreplicated,
+)
 
 
 def store_unavailable() -> RequestRefused:
     return RequestRefused(
         ProblemCode.STORE_UNAVAILABLE,
         "the effect store is unreachable, so nothing was forwarded; retry shortly",
+        retry_after_s=1,
+    )
+
+
+def store_not_replicated(unreplicated: Unreplicated) -> RequestRefused:
+    return RequestRefused(
+        ProblemCode.STORE_NOT_REPLICATED,
+        f"the store's replicas did not confirm the claim ({unreplicated}), so a failover could"
+        " lose it: nothing was forwarded and the key stays free; retry shortly",
         retry_after_s=1,
     )
 

@@ -19,7 +19,9 @@ VALID_FORMS = """valid store URLs are:
   redis+cluster://host:port[,host:port...]      e.g. redis+cluster://node1:6379,node2:6379
   sqlite:///relative/path.db                    e.g. sqlite:///var/idemproxy.db
   sqlite:////absolute/path.db                   e.g. sqlite:////var/lib/idemproxy/effects.db
-  memory://                                     tests only: nothing survives a restart"""
+  memory://                                     tests only: nothing survives a restart
+A redis URL may end in ?wait_replicas=N[&wait_timeout_ms=M][&wait_aof=1]: each claim then waits
+for N replicas to have it (docs/configuration.md)."""
 
 _REDIS_SCHEMES = ("redis", "rediss", "redis+sentinel", "redis+cluster")
 

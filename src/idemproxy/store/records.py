@@ -100,6 +100,25 @@ class ClaimRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class Unreplicated:
+    """A claim that the store's replicas did not confirm in time (Redis ``wait_replicas``).
+
+    The key is held all the same, but a failover now would promote a replica without the claim
+    and let a repeat be sent again: the holder must not act on it.
+    """
+
+    wanted: int  # replicas asked for
+    confirmed: int  # replicas that had the claim when the wait ended
+    timeout_ms: int
+    error: str = ""  # the server's answer to the wait, when it was an error and not a count
+
+    def __str__(self) -> str:
+        if self.error:
+            return f"the wait failed: {self.error}"
+        return f"{self.confirmed} of {self.wanted} within {self.timeout_ms} ms"
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimResult:
     """Either this attempt now holds the key (``claimed``) or ``record`` says who does.
 
@@ -115,6 +134,8 @@ class ClaimResult:
     record: EffectRecord | None = None
     # Set when the claim would have taken the key but the agent is paused: nothing changed.
     paused: Pause | None = None
+    # Set on a claim (``claimed``) its replicas did not confirm: release it, send nothing.
+    unreplicated: Unreplicated | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,10 @@ Failures, so that a dead or stuck Redis is reported quickly and nothing is sent 
 - A lost connection fails every call waiting on it; the next call connects anew. A command that
   was written is never sent again by this module: it may have run.
 
+A claim that must reach the replicas before it counts (``wait_replicas``) asks for ``WAIT``
+behind it: one ``WAIT``, written after the commands of the loop turn, answers for all of them,
+since it waits for every write the connection made before it.
+
 Errors are raised as redis-py's exception classes, so the store translates them as it does
 those of redis-py's own client. Used for single-node ``redis://`` URLs; TLS, Sentinel and
 Cluster go through redis-py alone (see :mod:`idemproxy.store.redis_client`).
@@ -30,8 +34,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -106,6 +111,8 @@ class _Wire(asyncio.Protocol):
         self._waiting: collections.deque[tuple[asyncio.Future[Any], float]] = collections.deque()
         self._transport: asyncio.Transport | None = None
         self._outgoing: list[bytes] = []  # commands to write at the end of this loop turn
+        # Commands to write after those, once each however many calls asked: packed, waiter.
+        self._trailers: dict[bytes, asyncio.Future[Any]] = {}
         self._watchdog: asyncio.TimerHandle | None = None
         self.failure: RedisError | None = None  # set once the connection can carry no more
 
@@ -148,6 +155,22 @@ class _Wire(asyncio.Protocol):
             self._watchdog = self._loop.call_at(self._waiting[0][1], self._watch)
         return waiter
 
+    def send_then(
+        self, args: tuple[Arg, ...], trailer: tuple[Arg, ...]
+    ) -> tuple[asyncio.Future[Any], asyncio.Future[Any]]:
+        """Write one command, and ``trailer`` after all the commands of this loop turn.
+
+        Calls of one turn that name the same trailer share it, and its reply's future.
+        """
+        reply = self.send(args)
+        packed = hiredis.pack_command(trailer)  # type: ignore[arg-type]  # the stub types a 1-tuple
+        waiter = self._trailers.get(packed)
+        if waiter is None:
+            waiter = self._trailers[packed] = self._loop.create_future()
+            # Its callers may all be gone (cancelled) by the time it fails.
+            waiter.add_done_callback(_consume_failure)
+        return reply, waiter
+
     def _flush(self) -> None:
         """Write the commands of this turn of the loop: one system call for all of them.
 
@@ -156,8 +179,14 @@ class _Wire(asyncio.Protocol):
         once; each caller waits for its reply, so that stays bounded by the calls in flight.
         """
         outgoing, self._outgoing = self._outgoing, []
-        if self._transport is not None:
-            self._transport.write(b"".join(outgoing))
+        trailers, self._trailers = self._trailers, {}
+        if self._transport is None:
+            self._fail_trailers(trailers)
+            return
+        for packed, waiter in trailers.items():
+            outgoing.append(packed)
+            self._waiting.append((waiter, self._loop.time() + self._reply_timeout_s))
+        self._transport.write(b"".join(outgoing))
 
     def close(self) -> None:
         self._fail(RedisConnectionError(f"connection to Redis at {self._endpoint} closed"))
@@ -187,9 +216,23 @@ class _Wire(asyncio.Protocol):
             waiter, _ = self._waiting.popleft()
             if not waiter.done():
                 waiter.set_exception(failure)
+        trailers, self._trailers = self._trailers, {}
+        self._fail_trailers(trailers)
         transport, self._transport = self._transport, None
         if transport is not None:
             transport.abort()
+
+    def _fail_trailers(self, trailers: dict[bytes, asyncio.Future[Any]]) -> None:
+        """Trailers that will not be written: their commands' calls failed as well."""
+        failure = self.failure or RedisConnectionError(f"connection to {self._endpoint} lost")
+        for waiter in trailers.values():
+            if not waiter.done():
+                waiter.set_exception(failure)
+
+
+def _consume_failure(waiter: asyncio.Future[Any]) -> None:
+    if not waiter.cancelled():
+        waiter.exception()
 
 
 class PipelinedRedis:
@@ -213,6 +256,29 @@ class PipelinedRedis:
         if isinstance(reply, hiredis.ReplyError):
             raise reply_error(reply)
         return reply
+
+    async def execute_then(self, trailer: tuple[Arg, ...], *args: Arg) -> tuple[Any, object]:
+        """Send one command, then ``trailer`` on the same connection (``WAIT``: see above).
+
+        Returns the command's reply (an error reply is raised) and the trailer's: its reply,
+        or the error it met, as a value; the command has run either way.
+        """
+        wire = self._wire
+        if wire is None or wire.failure is not None:
+            wire = await self._connected()
+        reply_future, trailer_future = wire.send_then(args, trailer)
+        reply = await reply_future
+        if isinstance(reply, hiredis.ReplyError):
+            raise reply_error(reply)
+        trailed: object
+        try:
+            # Shared with the other calls of the turn: one caller cancelled must not cancel it.
+            trailed = await asyncio.shield(trailer_future)
+        except RedisError as exc:
+            trailed = exc
+        if isinstance(trailed, hiredis.ReplyError):
+            trailed = reply_error(trailed)
+        return reply, trailed
 
     async def close(self) -> None:
         if self._wire is not None:
@@ -269,9 +335,22 @@ class PipelinedScript:
         self._sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
 
     async def __call__(self, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
+        return await self._run(self._redis.execute, keys, args)
+
+    async def then(
+        self, trailer: tuple[Arg, ...], keys: Sequence[Arg], args: Sequence[Arg]
+    ) -> tuple[Any, object]:
+        """Run, then ``trailer`` on the same connection (:meth:`PipelinedRedis.execute_then`)."""
+        send = functools.partial(self._redis.execute_then, trailer)
+        result: tuple[Any, object] = await self._run(send, keys, args)
+        return result
+
+    async def _run(
+        self, send: Callable[..., Awaitable[Any]], keys: Sequence[Arg], args: Sequence[Arg]
+    ) -> Any:
         try:
-            return await self._redis.execute("EVALSHA", self._sha, len(keys), *keys, *args)
+            return await send("EVALSHA", self._sha, len(keys), *keys, *args)
         except NoScriptError:
             # Redis restarted or its script cache was flushed. NOSCRIPT means nothing ran, and
             # EVAL both runs the script and caches it again.
-            return await self._redis.execute("EVAL", self._source, len(keys), *keys, *args)
+            return await send("EVAL", self._source, len(keys), *keys, *args)

@@ -3,8 +3,10 @@
 A claim, a settle and a renew are one round trip each; a claim that finds a completed record
 returns it, body included, in that same round trip. Those calls of the hot path go over one
 pipelined connection where the URL allows (:mod:`.redis_pipeline`), everything else through
-redis-py. Connections are opened lazily, time out fast (a dead Redis is reported in a second or
-two, not after a long retry loop) and come back by themselves when Redis does.
+redis-py. With ``wait_replicas`` in the URL a claim also waits for replicas to have it
+(:mod:`.replicas`), on the claim's connection and in its round trip. Connections are opened
+lazily, time out fast (a dead Redis is reported in a second or two, not after a long retry
+loop) and come back by themselves when Redis does.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any, Protocol
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from idemproxy.store import layout, redis_client, redis_scripts
+from idemproxy.store import layout, redis_client, redis_scripts, replicas
 from idemproxy.store.base import InvalidStoreURL, StoreCorrupt
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.records import (
@@ -37,6 +39,8 @@ from idemproxy.store.redis_control import RedisControl, control_keys, decode_pau
 from idemproxy.store.redis_errors import translated as _translated
 from idemproxy.store.redis_journal import STREAM_ID, audit_args
 from idemproxy.store.redis_pipeline import PipelinedRedis, PipelinedScript
+from idemproxy.store.redis_wait import WaitedScript, waited_script
+from idemproxy.store.replicas import ReplicaWait
 
 EVENT_RETENTION_S = 7 * 86_400
 EXPIRED_LEASE_REASON = "lease expired: the proxy holding this request stopped"
@@ -67,17 +71,22 @@ class RedisStore(RedisControl):
         event_retention_s: int = EVENT_RETENTION_S,
         extra_clients: Sequence[Redis] = (),
         pipeline: PipelinedRedis | None = None,
+        replica_wait: ReplicaWait | None = None,
     ) -> None:
         """Use ``client`` (built with ``decode_responses=False``); the store closes it.
 
         With ``pipeline`` (to the same server) claims, settles, renewals, resolutions and record
-        reads go over it instead.
+        reads go over it instead. With ``replica_wait`` each claim waits for replicas to have it.
         """
         self._client = client
         self._extra_clients = tuple(extra_clients)
         self._pipeline = pipeline
         self._retention_ms = event_retention_s * 1000
         self._claim = self._hot_script(redis_scripts.CLAIM)
+        self._replica_wait = replica_wait
+        self._waited_claim: WaitedScript | None = None
+        if replica_wait is not None:
+            self._waited_claim = waited_script(client, pipeline, redis_scripts.CLAIM, replica_wait)
         self._settle = self._hot_script(redis_scripts.SETTLE)
         self._renew = self._hot_script(redis_scripts.RENEW)
         self._resolve = self._hot_script(redis_scripts.RESOLVE)
@@ -91,9 +100,12 @@ class RedisStore(RedisControl):
         """Build from ``redis://``, ``rediss://``, ``redis+sentinel://`` or ``redis+cluster://``.
 
         Nothing is connected yet: a Redis that is down now is found out by the first call.
+        The ``wait_*`` query parameters are the store's (:mod:`.replicas`); any other is
+        redis-py's.
         """
         try:
-            clients = redis_client.clients_from_url(url)
+            rest, wait = replicas.split_wait(url)
+            clients = redis_client.clients_from_url(rest)
         except ValueError as exc:
             raise InvalidStoreURL(f"cannot use redis URL {url!r}: {exc}") from exc
         return cls(
@@ -101,6 +113,7 @@ class RedisStore(RedisControl):
             event_retention_s=event_retention_s,
             extra_clients=clients.helpers,
             pipeline=clients.pipeline,
+            replica_wait=wait,
         )
 
     def _hot_script(self, source: str) -> Script:
@@ -157,13 +170,20 @@ class RedisStore(RedisControl):
             "1" if request.ignore_pause else "0",
             "1" if request.reworded_may_reclaim else "0",
         ]
+        waited: object = None
         with _translated("claim"):
             # Before the claim: an agent must be listed by the time it has a record to sweep.
             await self.register(key.agent)
-            reply = await self._claim(keys=keys, args=args)
+            if self._waited_claim is None:
+                reply = await self._claim(keys=keys, args=args)
+            else:
+                reply, waited = await self._waited_claim(keys, args)
         fence = int(reply[1])
         if int(reply[0]) == 1:
-            return ClaimResult(claimed=True, fence=fence)
+            wait = self._replica_wait
+            # Only a claim that takes the key needs its replicas: any other sends nothing.
+            short = None if wait is None else wait.shortfall(waited)
+            return ClaimResult(claimed=True, fence=fence, unreplicated=short)
         if int(reply[0]) == 2:
             return ClaimResult(claimed=False, fence=fence, paused=decode_pause(*reply[2:6]))
         return ClaimResult(claimed=False, fence=fence, record=decode_record(key, reply[2]))

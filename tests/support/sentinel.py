@@ -1,0 +1,122 @@
+"""A real Redis Sentinel set on loopback: one master, one replica, three Sentinels.
+
+The master and replica are a :class:`~tests.support.replication.ReplicatedPair`: the
+replica's link runs through a forwarder the test can cut. The Sentinels notice a dead master
+within a second and promote the replica within a few more.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from tests.support.processes import Process, running
+from tests.support.replication import ReplicatedPair, free_ports, wait_until
+
+SERVICE = "effects"
+SENTINELS = 3
+QUORUM = 2
+DOWN_AFTER_MS = 1000
+FAILOVER_TIMEOUT_MS = 3000
+# Sentinel's own timers, shortened: it looks at the servers' roles every 10 s (an old master
+# that comes back would wait that long to be made a replica) and greets the other Sentinels
+# every 2 s. A loaded test machine may stall a Sentinel for two seconds, which would stop it
+# acting for 30 s (TILT); it is left more slack.
+TIMERS = {"info-period": 250, "publish-period": 250, "tilt-trigger": 10_000}
+
+
+def sentinel_command(port: int, *args: str) -> Any:
+    client = redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1)
+    try:
+        return client.execute_command("SENTINEL", *args)  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+    finally:
+        client.close()
+
+
+class SentinelProcess(Process):
+    def __init__(self, log_dir: Path, port: int, master_port: int) -> None:
+        config = log_dir / f"sentinel-{port}.conf"
+        # Sentinel rewrites its file as it learns the set, so each one has its own.
+        config.write_text(
+            f"port {port}\nbind 127.0.0.1\ndir {log_dir}\n"
+            f"sentinel monitor {SERVICE} 127.0.0.1 {master_port} {QUORUM}\n"
+            f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n"
+            f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}\n"
+        )
+        binary = shutil.which("redis-server")
+        assert binary is not None, "redis-server is missing: apt-get install redis-server"
+        super().__init__(
+            f"sentinel-{port}", [binary, str(config), "--sentinel"], log_dir, dict(os.environ)
+        )
+        self.port = port
+
+    def tune(self) -> bool:
+        for name, value in TIMERS.items():
+            sentinel_command(self.port, "DEBUG", name, str(value))
+        return True
+
+    def knows_the_set(self) -> bool:
+        """This Sentinel sees the replica and the other Sentinels, so it can vote and promote."""
+        replicas = sentinel_command(self.port, "REPLICAS", SERVICE)
+        others = sentinel_command(self.port, "SENTINELS", SERVICE)
+        healthy = [r for r in replicas if "s_down" not in str(r.get("flags", ""))]
+        return len(healthy) == 1 and len(others) == SENTINELS - 1
+
+    def names_master(self, port: int) -> bool:
+        _, named = sentinel_command(self.port, "GET-MASTER-ADDR-BY-NAME", SERVICE)
+        return int(named) == port
+
+
+class SentinelSet(ReplicatedPair):
+    """Started with :func:`sentinel_set`; the replica's link runs through ``link``."""
+
+    def __init__(self, log_dir: Path) -> None:
+        ports = free_ports(3 + SENTINELS)
+        super().__init__(log_dir, ports[:3])
+        self.sentinels = [SentinelProcess(log_dir, port, self.master.port) for port in ports[3:]]
+
+    @property
+    def url(self) -> str:
+        """The store URL naming the set; append ``?...`` for store parameters."""
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{hosts}/{SERVICE}/0"
+
+    def processes(self) -> list[Process]:
+        return [*super().processes(), *self.sentinels]
+
+    def wait_ready(self) -> None:
+        for sentinel in self.sentinels:
+            wait_until(f"sentinel {sentinel.port} takes its timers", sentinel.tune)
+        self.wait_synced()
+        for sentinel in self.sentinels:
+            wait_until(f"sentinel {sentinel.port} sees the set", sentinel.knows_the_set)
+
+    def kill_master(self) -> None:
+        """SIGKILL the master and wait until the Sentinels have promoted the replica."""
+        self.master.kill()
+        for sentinel in self.sentinels:
+            promoted = functools.partial(sentinel.names_master, self.replica.port)
+            wait_until(f"sentinel {sentinel.port} names the replica master", promoted)
+        wait_until("the replica serves as master", lambda: self.replica.role() == "master")
+
+    def rejoin_old_master(self) -> None:
+        """Restart the killed master, empty; the Sentinels turn it into the new master's
+        replica, as they do for any old master that comes back."""
+        self.master.start()
+        wait_until("the old master syncs as a replica", self.master.linked)
+
+
+@contextlib.contextmanager
+def sentinel_set(log_dir: Path) -> Iterator[SentinelSet]:
+    """A running set, ready to fail over; every process stopped afterwards."""
+    found = SentinelSet(log_dir)
+    with found.link, running(*found.processes()):
+        found.wait_ready()
+        yield found
