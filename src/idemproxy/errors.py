@@ -38,6 +38,8 @@ class ProblemCode(StrEnum):
     UPSTREAM_UNREACHABLE = "upstream-unreachable"
     UPSTREAM_DISCONNECTED = "upstream-disconnected"
     STORE_UNAVAILABLE = "store-unavailable"
+    STORE_UNSAFE = "store-unsafe"  # the store may lose records (eviction, no persistence)
+    STORE_RECORDS_LOST = "store-records-lost"  # it did; until an operator acknowledges it
     UPSTREAM_TIMEOUT = "upstream-timeout"
     SHUTTING_DOWN = "shutting-down"
     AGENT_PAUSED = "agent-paused"
