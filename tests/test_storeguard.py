@@ -166,6 +166,19 @@ async def test_a_store_that_failed_under_a_request_is_checked_before_the_next() 
     assert (await refusal(guard)).code is ProblemCode.STORE_RECORDS_LOST
 
 
+async def test_a_store_still_failing_leaves_the_effect_to_its_claim() -> None:
+    store = TunableStore()
+    guard, _ = guard_of(store)
+    await guard.admit()
+    guard.suspect()
+    store.failing = True
+    await guard.admit()  # the claim, to whichever part of the store it goes, will tell
+    assert not guard.admits  # and the next effect tries the check again
+    store.failing = False
+    await guard.admit()
+    assert guard.admits
+
+
 async def test_a_store_down_at_the_check_says_so_to_effects() -> None:
     store = TunableStore()
     store.failing = True

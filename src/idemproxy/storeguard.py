@@ -57,10 +57,9 @@ class StoreVerdict:
 
 def lost_reason(loss: Loss) -> str:
     return (
-        f"the store lost records: {loss.reason}. A repeat of an effect it forgot would be sent"
-        " again, so effectful routes send nothing until an operator has checked at the"
-        " upstreams what the effects recorded before the loss did, and runs"
-        f" `{ACKNOWLEDGE} --note ...`"
+        f"the store lost records ({loss.reason}). A repeat of an effect it forgot would be sent"
+        " again, so effectful routes send nothing until an operator has checked what those"
+        f" effects did and runs `{ACKNOWLEDGE} --note ...`"
     )
 
 
@@ -101,10 +100,16 @@ class StoreGuard:
 
     async def admit(self) -> None:
         """Raise the refusal an effect gets on this store now; checks first if need be (and
-        raises :class:`StoreError` when the store does not answer)."""
+        raises :class:`StoreError` when the store does not answer a first check)."""
         verdict = self._verdict
         if verdict.status is SafetyStatus.UNCHECKED or self._stale:
-            verdict = await self.check()
+            try:
+                verdict = await self.check()
+            except StoreError:
+                if verdict.status is not SafetyStatus.READY:
+                    raise
+                # Still failing: the effect's own claim says whether its part of the store
+                # answers (on Redis Cluster another master than the marker's may well).
         if verdict.status is SafetyStatus.UNSAFE:
             raise RequestRefused(
                 ProblemCode.STORE_UNSAFE,
