@@ -3,16 +3,19 @@ redis-servers of each test's own."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import fakeredis
 import pytest
+import redis
 from redis.asyncio import Redis
 
 from idemproxy.store.redis_store import RedisStore
 from idemproxy.store.safety import LossKind
 from tests.store.conftest import RedisServer, free_port
+from tests.support.cluster import LocalCluster
 
 pytestmark = pytest.mark.redis
 
@@ -138,3 +141,30 @@ async def test_a_restart_from_an_older_snapshot_is_a_loss(
     assert found.loss is not None
     assert found.loss.kind is LossKind.WENT_BACK
     assert "2 checks where 3 were seen" in found.loss.reason
+
+
+async def test_every_master_of_a_cluster_is_asked_and_the_marker_works_there(
+    tmp_path: Path,
+) -> None:
+    cluster = LocalCluster.build(tmp_path, replicas=0)
+    try:
+        cluster.start()
+        cluster.wait_ok()
+        store = RedisStore.from_url(cluster.url)
+        try:
+            durable = await store.durability()
+            with redis.Redis(port=cluster.ports[1]) as master:
+                master.config_set("maxmemory-policy", "allkeys-lru")
+            evicting = await store.durability()
+            seen = (await store.check_marker(None)).marker
+            again = await store.check_marker(seen)
+        finally:
+            await store.close()
+    finally:
+        cluster.stop()
+
+    assert (durable.eviction_policy, durable.persistent) == ("noeviction", True)
+    assert durable.persistence.count("appendonly yes") == 3
+    assert evicting.eviction_policy == "allkeys-lru"
+    assert seen is not None
+    assert (again.loss, again.marker) == (None, dataclasses.replace(seen, checks=2))
