@@ -166,20 +166,19 @@ class StoreGuard:
         if durability.evicted_keys is None:
             return
         now = (durability.server_id, durability.evicted_keys)
-        before, self._evictions = self._evictions, now
-        if before is None or before[0] != now[0] or now[1] <= before[1]:
-            return  # a first count, or a server restarted since (which the marker answers for)
-        evicted = f"{now[1] - before[1]} keys between two checks"
-        if self._settings.allow_eviction:
-            if not self._reports:
-                return
-            log.warning(
-                "Redis evicted keys, and records may be among them: repeats of those effects"
-                " will be sent again (store_safety.allow_eviction is true)",
-                extra={"evicted": evicted},
-            )
-            return
-        await self._store.record_loss(LossKind.EVICTED, evicted)
+        before = self._evictions
+        # Not a first count, nor one of a server restarted since (the marker answers for that).
+        if before is not None and before[0] == now[0] and now[1] > before[1]:
+            evicted = f"{now[1] - before[1]} keys between two checks"
+            if not self._settings.allow_eviction:
+                await self._store.record_loss(LossKind.EVICTED, evicted)
+            elif self._reports:
+                log.warning(
+                    "Redis evicted keys, and records may be among them: repeats of those"
+                    " effects will be sent again (store_safety.allow_eviction is true)",
+                    extra={"evicted": evicted},
+                )
+        self._evictions = now  # once the loss is written: a failed write counts again
 
     def _publish(self, verdict: StoreVerdict, risks: list[Finding]) -> None:
         before = self._verdict

@@ -1,4 +1,5 @@
-"""`idemproxy serve` on a Redis that loses records: one that evicts, one restarted empty.
+"""`idemproxy serve` on a Redis that loses records (one that evicts, one restarted empty) and
+on one without the persistence the deployment requires.
 
 Each test runs a redis-server of its own, so that it may reconfigure, fill and restart it.
 """
@@ -130,7 +131,7 @@ async def test_an_evicting_redis_never_lets_a_charge_through_twice(
 ) -> None:
     proxy = proxy_on(tmp_path, upstream, evicting_redis, policy)
     with running(proxy):
-        await post(session, proxy, CHARGE, b'{"amount": 100}')
+        first = await post(session, proxy, CHARGE, b'{"amount": 100}')
         await post(session, proxy, CHARGE, b'{"amount": 100}')
         await fill(session, proxy, 300)
         repeat = await post(session, proxy, CHARGE, b'{"amount": 100}')
@@ -138,6 +139,8 @@ async def test_an_evicting_redis_never_lets_a_charge_through_twice(
         log = proxy.output()
 
     assert len(charges(upstream)) <= 1
+    assert (first[0], problem_code(first)) == (503, "store-unsafe")  # refused from the start
+    assert upstream.effects() == []
     assert repeat[0] == 503
     assert problem_code(repeat) == "store-unsafe"
     assert repeat[1]["Idem-Outcome"] == "store-unsafe"
