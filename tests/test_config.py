@@ -42,6 +42,11 @@ def test_layers_flags_over_environment_over_file(tmp_path: Path) -> None:
         ({"IDEMPROXY_LISTEN": "8080"}, ["listen", "HOST:PORT"]),
         ({"IDEMPROXY_SHUTDOWN_TIMEOUT_S": "soon"}, ["shutdown_timeout_s"]),
         ({"IDEMPROXY_ADMIN_LISTEN": "0.0.0.0:9090"}, ["IDEMPROXY_ADMIN_TOKEN"]),
+        (
+            {"IDEMPROXY_STORE_SAFETY__REQUIRE_PERSISTENCE": "maybe"},
+            ["store_safety.require_persistence", "IDEMPROXY_STORE_SAFETY__REQUIRE_PERSISTENCE"],
+        ),
+        ({"IDEMPROXY_STORE_SAFETY__CHECK_INTERVAL_S": "0"}, ["store_safety.check_interval_s"]),
     ],
 )
 def test_bad_settings_name_their_source_field_and_fix(

@@ -169,6 +169,21 @@ class RecoveryConfig(Frozen):
     pause_after_failures: Annotated[int, Field(ge=0, le=MAX_STREAK)] = 5
 
 
+class StoreSafetyConfig(Frozen):
+    """What the proxy asks of its store beyond answering: that it cannot silently lose records
+    (docs/reliability.md, "A store that loses records")."""
+
+    # A store that keeps nothing across a restart (Redis without appendonly, memory://) is then
+    # not ready and effects fail closed, instead of only being warned about: the dev Redis of
+    # a laptop keeps nothing on disk, a production one must.
+    require_persistence: bool = False
+    # Serve on a store that may evict records (a maxmemory-policy other than noeviction, or one
+    # that cannot be read), accepting that a repeat of an evicted effect is sent again.
+    allow_eviction: bool = False
+    # How often the store is checked between start-up and readiness probes.
+    check_interval_s: Annotated[float, Field(gt=0, le=3600)] = 2.0
+
+
 class ProxyConfig(Frozen):
     listen: HostPort = HostPort(host="127.0.0.1", port=8080)
     admin_listen: HostPort = HostPort(host="127.0.0.1", port=9090)
@@ -185,6 +200,7 @@ class ProxyConfig(Frozen):
     upstreams: dict[UpstreamName, UpstreamConfig] = {}
     controller: ControllerConfig = ControllerConfig()
     recovery: RecoveryConfig = RecoveryConfig()
+    store_safety: StoreSafetyConfig = StoreSafetyConfig()
 
     _host_port = field_validator("listen", "admin_listen", mode="before")(parse_host_port)
 

@@ -39,6 +39,8 @@ class ProblemCode(StrEnum):
     UPSTREAM_DISCONNECTED = "upstream-disconnected"
     STORE_UNAVAILABLE = "store-unavailable"
     STORE_NOT_REPLICATED = "store-not-replicated"
+    STORE_UNSAFE = "store-unsafe"  # the store may lose records (eviction, no persistence)
+    STORE_RECORDS_LOST = "store-records-lost"  # it did; until an operator acknowledges it
     UPSTREAM_TIMEOUT = "upstream-timeout"
     SHUTTING_DOWN = "shutting-down"
     AGENT_PAUSED = "agent-paused"

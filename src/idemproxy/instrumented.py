@@ -21,6 +21,7 @@ from idemproxy.store.records import (
     ResolveResult,
     Settlement,
 )
+from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerCheck
 
 T = TypeVar("T")
 
@@ -50,6 +51,8 @@ class InstrumentedStore:
                 "audit",
                 "archive",
                 "control",
+                "durability",
+                "marker",
             )
         }
 
@@ -157,6 +160,23 @@ class InstrumentedStore:
             "control",
             lambda: self.inner.write_pause(agent, version, pause, audit, reset_failures),
         )
+
+    async def durability(self) -> Durability:
+        return await self._timed("durability", self.inner.durability)
+
+    async def check_marker(self, seen: Marker | None) -> MarkerCheck:
+        return await self._timed("marker", lambda: self.inner.check_marker(seen))
+
+    async def record_loss(self, kind: LossKind, detail: str) -> Loss:
+        return await self._timed("marker", lambda: self.inner.record_loss(kind, detail))
+
+    async def acknowledge_loss(self, loss_id: str, actor: str, note: str) -> Marker | None:
+        return await self._timed(
+            "marker", lambda: self.inner.acknowledge_loss(loss_id, actor, note)
+        )
+
+    async def read_store_log(self, limit: int = 100) -> list[AuditEntry]:
+        return await self._timed("marker", lambda: self.inner.read_store_log(limit))
 
     async def close(self) -> None:
         await self.inner.close()

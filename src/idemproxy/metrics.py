@@ -126,6 +126,19 @@ class Metrics:
             registry=r,
             multiprocess_mode="livemax",  # read from the shared store: each worker sees the same
         )
+        self.store_records_lost = Gauge(
+            "idemproxy_store_records_lost",
+            "1 while the store has lost records and no operator has acknowledged it.",
+            registry=r,
+            multiprocess_mode="livemax",  # read from the shared store: each worker sees the same
+        )
+        self.store_risk = Gauge(
+            "idemproxy_store_risk",
+            "1 while the store could lose records, by risk.",
+            ["risk"],
+            registry=r,
+            multiprocess_mode="livemax",
+        )
         self.controller_events = Counter(
             "idemproxy_controller_events",
             "Events offered to the recovery controller, by result.",

@@ -7,12 +7,13 @@ import contextlib
 import gc
 import logging
 import signal
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
 
 from idemproxy.admin.app import build_admin_app
-from idemproxy.admin.background import ledger_tasks
+from idemproxy.admin.background import cancel_all, ledger_tasks
 from idemproxy.config import LoadedConfig
 from idemproxy.instrumented import InstrumentedStore
 from idemproxy.metrics import Metrics
@@ -24,6 +25,7 @@ from idemproxy.store.base import Store, StoreError
 from idemproxy.store.factory import open_store
 from idemproxy.store.records import RecordState, Settlement
 from idemproxy.store.replicas import failover_may_lose_claims
+from idemproxy.storeguard import StoreGuard
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +50,14 @@ def build_state(loaded: LoadedConfig, store: Store, metrics: Metrics) -> ProxySt
         name: Upstream.configure(name, upstream, loaded.policies[name])
         for name, upstream in config.upstreams.items()
     }
+    instrumented = InstrumentedStore(store, metrics)
     return ProxyState(
         config=config,
         upstreams=upstreams,
-        store=InstrumentedStore(store, metrics),
+        store=instrumented,
         metrics=metrics,
         attempts=Attempts(),
+        guard=StoreGuard(instrumented, config.store_safety, metrics),
     )
 
 
@@ -68,6 +72,17 @@ def tune_garbage_collection() -> None:
     """
     gc.freeze()
     gc.set_threshold(YOUNG_GC_THRESHOLD, *gc.get_threshold()[1:])
+
+
+@contextlib.asynccontextmanager
+async def store_watch(guard: StoreGuard, interval_s: float) -> AsyncIterator[None]:
+    """Check the store at once and every ``interval_s``, in a task of its own, for as long as
+    the block runs: the check that tells at start-up whether effects can be kept."""
+    task = asyncio.create_task(guard.watch(interval_s))
+    try:
+        yield
+    finally:
+        await cancel_all([task])
 
 
 async def _drain(runner: web.AppRunner, state: ProxyState, timeout_s: float) -> None:
@@ -145,7 +160,10 @@ async def serve(
             },
         )
         tune_garbage_collection()
-        async with ledger_tasks(config, state.store, metrics):
+        async with (
+            store_watch(state.guard, config.store_safety.check_interval_s),
+            ledger_tasks(config, state.store, metrics),
+        ):
             await stop.wait()
         log.info(
             "shutting down: no new effects, in-flight ones get %.1f s", config.shutdown_timeout_s

@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
+from idemproxy.config import ProxyConfig
+
 from .tooling import (
     CHART_DIR,
     INSTALL_HINT,
@@ -95,7 +97,8 @@ PRODUCTION: dict[str, Any] = {
             "anthropic": {"url": "https://api.anthropic.com"},
             "slack": {"url": "https://slack.com/api", "policy": "slack"},
         },
-        "extraConfig": {"allow_agent_header": False},
+        # A production Redis must keep its records across a restart (docs/reliability.md).
+        "extraConfig": {"allow_agent_header": False, "store_safety": {"require_persistence": True}},
         "extraEnv": [
             {
                 "name": "IDEMPROXY_CONTROLLER_SECRET",
@@ -414,7 +417,10 @@ def test_store_url_and_admin_token_come_from_the_existing_secret() -> None:
             "key": "admin-token",
         }
         assert "IDEMPROXY_CONTROLLER_SECRET" in env
-    assert config_file(rendered)["allow_agent_header"] is False
+    config = config_file(rendered)
+    assert config["allow_agent_header"] is False
+    assert config["store_safety"] == {"require_persistence": True}
+    assert ProxyConfig.model_validate(config).store_safety.require_persistence
     assert container(spec, "idemproxy")["image"] == "idemproxy/idemproxy@sha256:" + "ab" * 32
 
 
@@ -545,6 +551,8 @@ def test_alerts_cover_what_operators_must_act_on() -> None:
         "IdemproxyAgentPaused",
         "IdemproxyControllerBacklog",
         "IdemproxyStoreErrors",
+        "IdemproxyStoreRecordsLost",
+        "IdemproxyStoreAtRisk",
     }
     for name, rule in rules.items():
         assert rule["labels"]["severity"] in {"critical", "warning", "info"}, name
@@ -561,6 +569,12 @@ def test_alerts_cover_what_operators_must_act_on() -> None:
         in rules["IdemproxyUnknownOutcomesAwaitingReview"]["annotations"]["description"]
     )
     assert "idemproxy agent resume" in rules["IdemproxyAgentPaused"]["annotations"]["description"]
+    lost = rules["IdemproxyStoreRecordsLost"]
+    assert lost["labels"]["severity"] == "critical"
+    assert "idemproxy store acknowledge-loss" in lost["annotations"]["description"]
+    at_risk = rules["IdemproxyStoreAtRisk"]["annotations"]["description"]
+    assert "CONFIG SET maxmemory-policy noeviction" in at_risk
+    assert "appendonly yes" in at_risk
 
 
 def metric_names(expr: str) -> set[str]:
@@ -586,7 +600,7 @@ def test_alert_rules_pass_promtool_check(tmp_path: Path, name: str) -> None:
         [promtool(), "check", "rules", str(rules)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 5 rules found" in result.stdout
+    assert "SUCCESS: 7 rules found" in result.stdout
 
 
 def test_alerts_fire_only_when_the_condition_lasts(tmp_path: Path) -> None:
@@ -622,6 +636,12 @@ def test_alerts_fire_only_when_the_condition_lasts(tmp_path: Path) -> None:
         # One transient claim error, then sustained failures to complete.
         ('idemproxy_store_errors_total{namespace="agents",pod="bot-1",op="claim"}', "0 1x40"),
         ('idemproxy_store_errors_total{namespace="agents",pod="bot-1",op="complete"}', "0+30x40"),
+        # Records lost at minute 3 and acknowledged at minute 10, seen by both pods.
+        ('idemproxy_store_records_lost{namespace="agents",pod="bot-1"}', "0 0 0 1x6 0x30"),
+        ('idemproxy_store_records_lost{namespace="agents",pod="bot-2"}', "0 0 0 1x6 0x30"),
+        # Persistence off throughout; eviction only for five minutes, fixed in time.
+        ('idemproxy_store_risk{namespace="agents",pod="bot-1",risk="no_persistence"}', "1x40"),
+        ('idemproxy_store_risk{namespace="agents",pod="bot-1",risk="eviction"}', "1x5 0x35"),
     ]
     alert_tests: list[dict[str, Any]] = [
         {
@@ -678,6 +698,30 @@ def test_alerts_fire_only_when_the_condition_lasts(tmp_path: Path) -> None:
                     "IdemproxyControllerBacklog",
                     {"severity": "warning", **pod},
                     "500 effect events wait for the recovery controller in agents/bot-1",
+                )
+            ],
+        },
+        {"eval_time": "3m", "alertname": "IdemproxyStoreRecordsLost", "exp_alerts": []},
+        {
+            "eval_time": "5m",
+            "alertname": "IdemproxyStoreRecordsLost",
+            "exp_alerts": [
+                expected(
+                    "IdemproxyStoreRecordsLost",
+                    {"severity": "critical", "namespace": NAMESPACE},
+                    "idemproxy's store lost effect records in agents: effects are refused",
+                )
+            ],
+        },
+        {"eval_time": "12m", "alertname": "IdemproxyStoreRecordsLost", "exp_alerts": []},
+        {
+            "eval_time": "20m",
+            "alertname": "IdemproxyStoreAtRisk",
+            "exp_alerts": [
+                expected(
+                    "IdemproxyStoreAtRisk",
+                    {"severity": "warning", "namespace": NAMESPACE, "risk": "no_persistence"},
+                    "idemproxy's store could lose effect records in agents (no_persistence)",
                 )
             ],
         },

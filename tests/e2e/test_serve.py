@@ -15,6 +15,7 @@ import aiohttp
 import pytest
 import redis
 
+from tests.support.fleet import DurableRedis
 from tests.support.processes import (
     FakeUpstream,
     RedisServer,
@@ -129,7 +130,9 @@ async def test_proxy_killed_while_upstream_holds_request_answers_outcome_unknown
 async def test_redis_stopped_gives_503_and_no_effect_then_recovers(
     tmp_path: Path, upstream: FakeUpstream, policy: Path
 ) -> None:
-    redis_server = RedisServer(tmp_path)
+    # It comes back with its data: one that came back empty would have lost records, and the
+    # proxy would refuse effects until an operator said so (tests/e2e/test_store_safety.py).
+    redis_server = DurableRedis(tmp_path)
     with running(redis_server):
         proxy = proxy_for(tmp_path, upstream, redis_server.url, policy)
         with running(proxy):

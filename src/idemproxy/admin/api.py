@@ -200,11 +200,23 @@ async def retry(request: web.Request) -> web.Response:
     return _json(await _ledger(request).retry(key, actor, _text(body, "note")))
 
 
+async def store_status(request: web.Request) -> web.Response:
+    return _json(await _ledger(request).store_status())
+
+
+async def acknowledge_loss(request: web.Request) -> web.Response:
+    body = await _body(request)
+    actor, note = _actor(request, body), _text(body, "note")
+    return _json(await _ledger(request).acknowledge_loss(actor, note))
+
+
 def add_api(app: web.Application, service: LedgerService) -> None:
     """Mount the API on the admin app (behind its token guard)."""
     app[LEDGER] = service
     router = app.router
     router.add_get("/v1/status", status)
+    router.add_get("/v1/store", store_status)
+    router.add_post("/v1/store/acknowledge-loss", acknowledge_loss)
     router.add_get("/v1/effects/{key}", effect)
     router.add_get("/v1/review", review)
     router.add_get("/v1/review/{key}", effect)

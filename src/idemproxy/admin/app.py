@@ -14,6 +14,7 @@ from idemproxy.ledger.compensator import Compensator
 from idemproxy.ledger.service import LedgerService
 from idemproxy.proxy.handler import ProxyState
 from idemproxy.store.base import StoreError
+from idemproxy.storeguard import SafetyStatus
 
 ADMIN_STATE = web.AppKey("admin_state", ProxyState)
 READY_TIMEOUT_S = 2.0
@@ -25,16 +26,26 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    """Ready when the configuration is loaded and the store answers."""
+    """Ready when the configuration is loaded, the store answers and it keeps records: not
+    when it may evict them or has lost some (or keeps nothing on disk, where the settings
+    require it). ``warnings`` names the risks the settings accept."""
     state = request.app[ADMIN_STATE]
     if state.draining:
         return web.json_response({"status": "draining"}, status=503)
     try:
         await asyncio.wait_for(state.store.ping(), READY_TIMEOUT_S)
+        verdict = await asyncio.wait_for(state.guard.check(), READY_TIMEOUT_S)
     except (StoreError, TimeoutError) as exc:
         reason = f"store {state.store.backend} unreachable: {exc or type(exc).__name__}"
         return web.json_response({"status": "unavailable", "reason": reason}, status=503)
-    return web.json_response({"status": "ready", "store": state.store.backend})
+    document = {
+        "status": verdict.status.value,
+        "store": state.store.backend,
+        "warnings": list(verdict.warnings),
+    }
+    if verdict.status is not SafetyStatus.READY:
+        return web.json_response({**document, "reason": verdict.reason}, status=503)
+    return web.json_response(document)
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -49,7 +60,7 @@ def build_admin_app(state: ProxyState) -> web.Application:
     policies = {name: upstream.policy for name, upstream in state.upstreams.items()}
     compensator = Compensator(policies, sender)
     limit = state.config.recovery.actions_per_minute
-    add_api(app, LedgerService(state.store, limit, compensator))
+    add_api(app, LedgerService(state.store, limit, compensator, guard=state.guard))
     app.on_cleanup.append(sender.close)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

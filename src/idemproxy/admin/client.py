@@ -131,6 +131,13 @@ class AdminClient:
         path = f"/v1/review/{_segment(key)}/retry"
         return await self._call("POST", path, body={"actor": actor, "note": note})
 
+    async def store_status(self) -> Document:
+        return await self._call("GET", "/v1/store")
+
+    async def acknowledge_loss(self, actor: str, note: str) -> Document:
+        body = {"actor": actor, "note": note}
+        return await self._call("POST", "/v1/store/acknowledge-loss", body=body)
+
 
 def _refusal(status: int, document: Any, retry_after: str) -> RequestRefused:
     """The problem document an error answer carries, as the refusal it stands for."""

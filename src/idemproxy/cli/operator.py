@@ -1,5 +1,6 @@
 """Operator verbs (SPEC 7): ``status``, ``batch-status``, ``recover``, ``review
-list|resolve|retry``, ``agent status|pause|resume``, ``delivery list|retry`` and ``audit``.
+list|resolve|retry``, ``agent status|pause|resume``, ``delivery list|retry``, ``audit`` and
+``store status|acknowledge-loss``.
 
 Each works on a running proxy's admin API (``--admin-url``, default ``$IDEMPROXY_ADMIN_URL`` or
 http://127.0.0.1:9090, token from ``$IDEMPROXY_ADMIN_TOKEN``) or directly on a store
@@ -22,7 +23,7 @@ from typing import TypeAlias
 import orjson
 
 from idemproxy.admin.client import AdminClient
-from idemproxy.cli import agent_views, compensation, views
+from idemproxy.cli import agent_views, compensation, store_views, views
 from idemproxy.errors import ConfigError, RequestRefused
 from idemproxy.ledger.documents import Document
 from idemproxy.ledger.service import LedgerService, Operator
@@ -153,6 +154,10 @@ def register(verbs: Verbs) -> None:
         verbs.add_parser("delivery", help="delivery of events to the recovery controller")
     )
 
+    _register_store(
+        verbs.add_parser("store", help="whether the store keeps records, and what it lost")
+    )
+
     audit = _verb(verbs, "audit", "an agent's audit log of operator actions",
                   lambda op, a: op.audit(a.agent, a.limit), views.audit)  # fmt: skip
     audit.add_argument("agent")
@@ -222,3 +227,18 @@ def _register_delivery(delivery: argparse.ArgumentParser) -> None:
     )
     retry.add_argument("agent")
     _acting(retry)
+
+
+def _register_store(store: argparse.ArgumentParser) -> None:
+    store_verbs = store.add_subparsers(dest="store_verb", required=True, metavar="VERB")
+    _verb(store_verbs, "status", "whether the store can keep records, whether it lost some",
+          lambda op, a: op.store_status(), store_views.status)  # fmt: skip
+    acknowledge = _verb(
+        store_verbs,
+        "acknowledge-loss",
+        "let effects go ahead again after the store lost records, once what the effects"
+        " before the loss did has been checked at the upstreams",
+        lambda op, a: op.acknowledge_loss(a.actor, a.note),
+        store_views.status,
+    )
+    _acting(acknowledge)

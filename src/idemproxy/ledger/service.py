@@ -9,18 +9,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from idemproxy.config import StoreSafetyConfig
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger import documents
 from idemproxy.ledger.audit import ActionLimit, AuditAction
 from idemproxy.ledger.compensation import Compensations
 from idemproxy.ledger.compensator import Compensator
 from idemproxy.ledger.documents import Document
+from idemproxy.ledger.losses import StoreLosses
 from idemproxy.ledger.pause import Pauses
 from idemproxy.ledger.recovery import RecoverMode, Recovery
 from idemproxy.ledger.review import Review, Verdict, not_found, parse_key
 from idemproxy.store.base import Store
 from idemproxy.store.journal import AuditEntry, DeliveryCursor
 from idemproxy.store.records import StoredResponse
+from idemproxy.storeguard import StoreGuard
 
 MAX_LIMIT = 1000
 
@@ -61,13 +64,23 @@ class Operator(Protocol):
         note: str,
         credentials: Mapping[str, Mapping[str, str]],
     ) -> Document: ...
+    async def store_status(self) -> Document: ...
+    async def acknowledge_loss(self, actor: str, note: str) -> Document: ...
 
 
 class LedgerService:
-    """:class:`Operator` on a store; compensations need a ``compensator`` (a running proxy)."""
+    """:class:`Operator` on a store; compensations need a ``compensator`` (a running proxy).
+
+    The store is judged by ``guard``, a running proxy's; without one (the CLI on a store),
+    by a guard of the default ``store_safety`` settings.
+    """
 
     def __init__(
-        self, store: Store, actions_per_minute: int = 60, compensator: Compensator | None = None
+        self,
+        store: Store,
+        actions_per_minute: int = 60,
+        compensator: Compensator | None = None,
+        guard: StoreGuard | None = None,
     ) -> None:
         self._store = store
         self._limit = ActionLimit(store, actions_per_minute)
@@ -75,6 +88,8 @@ class LedgerService:
         self._recovery = Recovery(store, self._limit)
         self._pauses = Pauses(store, self._limit)
         self._compensations = Compensations(store, self._limit, compensator)
+        guard = guard or StoreGuard(store, StoreSafetyConfig(), reports=False)
+        self._losses = StoreLosses(store, guard)
 
     async def status(self) -> Document:
         agents = []
@@ -225,6 +240,14 @@ class LedgerService:
         """Send the plan's compensations, newest first, until one fails."""
         plan = await self._compensations.run(agent, batch, actor, note, credentials)
         return documents.value(plan)
+
+    async def store_status(self) -> Document:
+        """Whether the store can keep records, whether it lost some, and its own log."""
+        return await self._losses.status()
+
+    async def acknowledge_loss(self, actor: str, note: str) -> Document:
+        """Let effects go ahead again after the store lost records (compare-and-set)."""
+        return await self._losses.acknowledge(actor, note)
 
     async def _known(self, agent: str) -> None:
         if agent not in await self._store.list_agents():

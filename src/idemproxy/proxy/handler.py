@@ -45,8 +45,10 @@ from idemproxy.proxy.problems import problem_response
 from idemproxy.proxy.relay import relay
 from idemproxy.proxy.retry import exchange_retried
 from idemproxy.proxy.upstreams import Target, Upstream, resolve_target
+from idemproxy.proxy.verdicts import store_unavailable
 from idemproxy.scopes import request_scope, scoped
-from idemproxy.store.base import Store
+from idemproxy.store.base import Store, StoreError
+from idemproxy.storeguard import StoreGuard
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("idemproxy.access")
@@ -59,6 +61,7 @@ class ProxyState:
     store: Store
     metrics: Metrics
     attempts: Attempts
+    guard: StoreGuard  # whether the store keeps records: effects wait on its verdict
     session: ClientSession | None = None
     flow: EffectFlow | None = None
     draining: bool = False
@@ -140,6 +143,14 @@ def body_too_large(limit_bytes: int, *, when_decoded: bool = False) -> RequestRe
         f"the request body {what} this route's limit of {limit_bytes} bytes, so nothing was"
         " sent; send less, or raise max_body_bytes in the route's policy",
     )
+
+
+async def _admit(guard: StoreGuard) -> None:
+    """The store's verdict on an effect, when it has to be asked for."""
+    try:
+        await guard.admit()
+    except StoreError as exc:
+        raise store_unavailable() from exc
 
 
 class ProxyHandler:
@@ -238,9 +249,14 @@ class ProxyHandler:
         context = EffectContext(
             request, target, route, key, body, request_fingerprint, operator=operator
         )
+        guard = state.guard
         try:
+            if not guard.admits:  # costs nothing while the last check found the store safe
+                await _admit(guard)
             response, outcome = await state.flow.handle(context)
         except RequestRefused as refusal:
+            if refusal.code is ProblemCode.STORE_UNAVAILABLE:
+                guard.suspect()  # a store back from an outage may be back empty
             refusal.effect_key = str(key)
             raise
         return response, outcome, str(key)

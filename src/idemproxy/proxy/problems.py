@@ -28,6 +28,8 @@ _STATUS: dict[ProblemCode, tuple[int, str]] = {
     ProblemCode.UPSTREAM_DISCONNECTED: (502, "Upstream connection lost"),
     ProblemCode.STORE_UNAVAILABLE: (503, "Store unavailable"),
     ProblemCode.STORE_NOT_REPLICATED: (503, "Store not replicated"),
+    ProblemCode.STORE_UNSAFE: (503, "Store may lose records"),
+    ProblemCode.STORE_RECORDS_LOST: (503, "Store lost records"),
     ProblemCode.SHUTTING_DOWN: (503, "Shutting down"),
     ProblemCode.AGENT_PAUSED: (503, "Agent paused"),
     ProblemCode.UPSTREAM_TIMEOUT: (504, "Upstream timeout"),

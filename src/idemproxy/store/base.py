@@ -28,6 +28,7 @@ from idemproxy.store.records import (
     ResolveResult,
     Settlement,
 )
+from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerCheck
 
 
 class StoreError(Exception):
@@ -207,6 +208,38 @@ class Store(Protocol):
 
         Returns the control as written, or None when it changed meanwhile (nothing changed).
         """
+        ...
+
+    async def durability(self) -> Durability:
+        """What the store says of its own ability to keep records: whether it may evict them
+        and whether it keeps them across a restart (store/safety.py); unknown parts are None.
+        """
+        ...
+
+    async def check_marker(self, seen: Marker | None) -> MarkerCheck:
+        """Check the store-wide marker for a proxy that last saw ``seen`` (None: never).
+
+        In one step: a loss that stands is returned as it is; a store never marked is marked;
+        a marker that is gone (``seen`` given, or the store's log says one was made), another
+        than ``seen`` (unless it replaces it) or counting no more checks than ``seen`` is a
+        loss, kept in the store and logged; otherwise the marker's count grows by one.
+        """
+        ...
+
+    async def record_loss(self, kind: LossKind, detail: str) -> Loss:
+        """Keep a loss found by other means than the marker, and log it; if one stands
+        already, that one is returned and nothing changes."""
+        ...
+
+    async def acknowledge_loss(self, loss_id: str, actor: str, note: str) -> Marker | None:
+        """Compare-and-set: end the standing loss ``loss_id`` with a new marker that replaces
+        the epochs it lost, logging who acknowledged it. None when no loss or another one
+        stands (nothing changed)."""
+        ...
+
+    async def read_store_log(self, limit: int = 100) -> list[AuditEntry]:
+        """The newest ``limit`` entries of the store's own log, oldest first: markers made,
+        losses found and acknowledged. Its entries carry no agent."""
         ...
 
     async def close(self) -> None:

@@ -16,9 +16,15 @@ slot and the same layout works on Redis Cluster::
     idem:{A}:snapshot        list    the same, as an automatic pause found them (to free on resume)
     idem:{A}:fence           string  the last fencing token handed out to any of the agent's keys
     idem:agents              zset    every agent id, scored by when a proxy last saw it
+    idem:{idem:store}:marker hash    the store's marker: epoch, created, checks, replaces
+    idem:{idem:store}:loss   hash    a loss of records found and not yet acknowledged
+    idem:{idem:store}:log    stream  the store's own log: marked, loss found, acknowledged
 
 ``idem:agents`` is the one key outside any agent's slot; it is written by a plain ZADD of its
-own, never from a script, so it works on Redis Cluster too.
+own, never from a script, so it works on Redis Cluster too. The store-wide keys of the marker
+(store/safety.py) share the tag ``{idem:store}``, which no agent's tag can be (an encoded id
+has no ``:``), so their scripts touch one slot as well. None of these four keys ever expires:
+a Redis that evicts only keys with an expiry (``volatile-*``) never drops them.
 
 Agent, effect and batch ids come from request headers, so each is percent-encoded with every
 character outside ``A-Za-z0-9_.-~`` escaped (``{``, ``}``, ``:`` and ``%`` included). The
@@ -153,6 +159,10 @@ def fence_key(agent: str) -> str:
 
 
 AGENTS_KEY = f"{PREFIX}:agents"
+_STORE_TAG = "{idem:store}"
+MARKER_KEY = f"{PREFIX}:{_STORE_TAG}:marker"
+LOSS_KEY = f"{PREFIX}:{_STORE_TAG}:loss"
+STORE_LOG_KEY = f"{PREFIX}:{_STORE_TAG}:log"
 
 
 def dump_headers(headers: tuple[tuple[str, str], ...]) -> bytes:

@@ -15,6 +15,7 @@ from idemproxy.store.control import (
     written_pause,
 )
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
+from idemproxy.store.memory_safety import MEMORY_DURABILITY, MemoryMarker
 from idemproxy.store.records import (
     ClaimRequest,
     ClaimResult,
@@ -27,6 +28,7 @@ from idemproxy.store.records import (
     ResolveResult,
     Settlement,
 )
+from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerCheck
 
 EXPIRED_LEASE_REASON = "lease expired: the proxy holding this request stopped"
 
@@ -88,7 +90,7 @@ class MemoryStore:
     backend = "memory"
 
     def __init__(self, clock_ms: Callable[[], int] | None = None) -> None:
-        self._clock_ms = clock_ms or SteadyClock()
+        self._clock_ms: Callable[[], int] = clock_ms or SteadyClock()
         self._records: dict[RecordKey, tuple[EffectRecord, int]] = {}  # record, expires_ms
         self._events: dict[str, list[EffectEvent]] = {}
         self._next_event = 0
@@ -97,6 +99,7 @@ class MemoryStore:
         self._archives: dict[tuple[str, str], bytes] = {}
         self._controls: dict[str, AgentControl] = {}
         self._fences: dict[str, int] = {}  # the last fence handed out, per agent
+        self._marker = MemoryMarker(self._clock_ms)
 
     def _next_fence(self, agent: str, above: int) -> int:
         """A fence above every fence the agent's keys ever had, expired records' included."""
@@ -363,3 +366,18 @@ class MemoryStore:
         control = self._controls[agent] = written_pause(control, pause, reset_failures, now_ms)
         self._append_audit(audit, now_ms)
         return control
+
+    async def durability(self) -> Durability:
+        return MEMORY_DURABILITY
+
+    async def check_marker(self, seen: Marker | None) -> MarkerCheck:
+        return self._marker.check(seen)
+
+    async def record_loss(self, kind: LossKind, detail: str) -> Loss:
+        return self._marker.record_loss(kind, detail)
+
+    async def acknowledge_loss(self, loss_id: str, actor: str, note: str) -> Marker | None:
+        return self._marker.acknowledge(loss_id, actor, note)
+
+    async def read_store_log(self, limit: int = 100) -> list[AuditEntry]:
+        return self._marker.read_log(limit)

@@ -141,7 +141,7 @@ class RedisJournal:
         entries: Any
         with translated("read_audit"):
             entries = await self._client.xrevrange(layout.audit_key(agent), count=limit)
-        return [_decode_audit(agent, entry_id, fields) for entry_id, fields in reversed(entries)]
+        return [decode_audit(agent, entry_id, fields) for entry_id, fields in reversed(entries)]
 
     async def clear_batch(
         self,
@@ -196,7 +196,8 @@ def _stamped(entry: AuditEntry, entry_id: str) -> AuditEntry:
     return dataclasses.replace(entry, ts_ms=int(entry_id.partition("-")[0]), entry_id=entry_id)
 
 
-def _decode_audit(agent: str, entry_id: Any, raw: Any) -> AuditEntry:
+def decode_audit(agent: str, entry_id: Any, raw: Any) -> AuditEntry:
+    """An audit entry from its stream entry (the store's own log has the same fields)."""
     try:
         fields = {name.decode(): value.decode() for name, value in raw.items()}
         entry = AuditEntry(

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from idemproxy.store import layout, redis_client, redis_scripts, replicas
+from idemproxy.store import layout, redis_client, redis_durability, redis_scripts, replicas
 from idemproxy.store.base import InvalidStoreURL, StoreCorrupt
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.records import (
@@ -39,8 +39,10 @@ from idemproxy.store.redis_control import RedisControl, control_keys, decode_pau
 from idemproxy.store.redis_errors import translated as _translated
 from idemproxy.store.redis_journal import STREAM_ID, audit_args
 from idemproxy.store.redis_pipeline import PipelinedRedis, PipelinedScript
+from idemproxy.store.redis_safety import RedisMarker
 from idemproxy.store.redis_wait import WaitedScript, waited_script
 from idemproxy.store.replicas import ReplicaWait
+from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerCheck
 
 EVENT_RETENTION_S = 7 * 86_400
 EXPIRED_LEASE_REASON = "lease expired: the proxy holding this request stopped"
@@ -93,6 +95,7 @@ class RedisStore(RedisControl):
         self._fetch_unknown = client.register_script(redis_scripts.FETCH_UNKNOWN)
         self._fetch_batch = client.register_script(redis_scripts.FETCH_BATCH)
         self._sweep = client.register_script(redis_scripts.SWEEP)
+        self._marker = RedisMarker(client)
         super().__init__(client, self._retention_ms)
 
     @classmethod
@@ -329,6 +332,21 @@ class RedisStore(RedisControl):
                 keys=keys, args=[self._retention_ms, EXPIRED_LEASE_REASON, *ids]
             )
         return [decode_record(RecordKey(agent, i.decode()), fields) for i, fields in lapsed]
+
+    async def durability(self) -> Durability:
+        return await redis_durability.durability(self._client)
+
+    async def check_marker(self, seen: Marker | None) -> MarkerCheck:
+        return await self._marker.check(seen)
+
+    async def record_loss(self, kind: LossKind, detail: str) -> Loss:
+        return await self._marker.record_loss(kind, detail)
+
+    async def acknowledge_loss(self, loss_id: str, actor: str, note: str) -> Marker | None:
+        return await self._marker.acknowledge(loss_id, actor, note)
+
+    async def read_store_log(self, limit: int = 100) -> list[AuditEntry]:
+        return await self._marker.read_log(limit)
 
 
 def _state_keys(key: RecordKey) -> list[str]:

@@ -102,20 +102,22 @@ def read_audit(db: sqlite3.Connection, agent: str, limit: int) -> list[AuditEntr
         "SELECT * FROM (SELECT * FROM audit WHERE agent = ? ORDER BY id DESC LIMIT ?) ORDER BY id",
         (agent, limit),
     )
-    return [
-        AuditEntry(
-            agent=row["agent"],
-            action=row["action"],
-            actor=row["actor"],
-            target=row["target"],
-            before=row["before"],
-            after=row["after"],
-            note=row["note"],
-            ts_ms=row["ts_ms"],
-            entry_id=f"{row['id']:020d}",
-        )
-        for row in rows
-    ]
+    return [audit_entry(row) for row in rows]
+
+
+def audit_entry(row: sqlite3.Row) -> AuditEntry:
+    """An entry from its row (the store's own log has the same columns but the agent)."""
+    return AuditEntry(
+        agent=row["agent"],
+        action=row["action"],
+        actor=row["actor"],
+        target=row["target"],
+        before=row["before"],
+        after=row["after"],
+        note=row["note"],
+        ts_ms=row["ts_ms"],
+        entry_id=f"{row['id']:020d}",
+    )
 
 
 def save_archive(db: sqlite3.Connection, agent: str, batch: str, doc: bytes, now_ms: int) -> None:

@@ -10,7 +10,8 @@
     clock    the anchor of the file's steady clock for the host's current boot (store/clock.py)
 
 and the ledger's tables of :mod:`.sqlite_journal` (schema 2 added them; a schema 1 file gains
-them when it is opened).
+them when it is opened), the agents' controls of :mod:`.sqlite_control` and the store's marker
+of :mod:`.sqlite_safety` (both made when a file is opened that lacks them).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from idemproxy.store import clock, sqlite_control, sqlite_journal
+from idemproxy.store import clock, sqlite_control, sqlite_journal, sqlite_safety
 from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.layout import dump_headers, load_headers
 from idemproxy.store.records import (
@@ -89,7 +90,8 @@ def connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise StoreCorrupt(f"{path} has schema {version}, newer than {SCHEMA_VERSION}")
-        for statement in (*_TABLES, *sqlite_journal.TABLES, *sqlite_control.TABLES):
+        tables = (*_TABLES, *sqlite_journal.TABLES, *sqlite_control.TABLES, *sqlite_safety.TABLES)
+        for statement in tables:
             db.execute(statement)
         if version < SCHEMA_VERSION:
             sqlite_journal.backfill(db)

@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from idemproxy.store import sqlite_control as control
 from idemproxy.store import sqlite_journal as journal
+from idemproxy.store import sqlite_safety as safety
 from idemproxy.store import sqlite_schema as schema
 from idemproxy.store.base import StoreCorrupt, StoreUnavailable
 from idemproxy.store.clock import SteadyClock
@@ -49,6 +50,7 @@ from idemproxy.store.records import (
     ResolveResult,
     Settlement,
 )
+from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerCheck
 
 T = TypeVar("T")
 
@@ -82,6 +84,7 @@ class SQLiteStore:
         self._db: sqlite3.Connection | None = None
         self._clock = SteadyClock()  # anchored in the file once it is open
         self._next_purge_ms = 0
+        self._file: safety.FileIdentity | None = None  # of the file self._db has open
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
@@ -320,6 +323,45 @@ class SQLiteStore:
             return written
 
         return await self._run(lambda db: self._write(db, lambda now: write(db, now)))
+
+    async def durability(self) -> Durability:
+        return safety.durability(self._path)
+
+    async def check_marker(self, seen: Marker | None) -> MarkerCheck:
+        def check(db: sqlite3.Connection) -> MarkerCheck:
+            db = self._followed(db)
+            return self._write(db, lambda now: safety.check(db, seen, now))
+
+        return await self._run(check)
+
+    def _followed(self, db: sqlite3.Connection) -> sqlite3.Connection:
+        """The connection to the file now at the store's path, reopened if the file was
+        replaced since it was opened: the marker is then checked where every other process
+        sharing the path reads and writes, not in a file only this one still holds."""
+        identity = safety.file_identity(self._path)
+        if identity is not None and (self._file is None or identity == self._file):
+            self._file = identity
+            return db
+        db.close()
+        self._db = None
+        db = self._db = schema.connect(self._path, self._busy_timeout_ms)
+        self._file = safety.file_identity(self._path)
+        return db
+
+    async def record_loss(self, kind: LossKind, detail: str) -> Loss:
+        return await self._run(
+            lambda db: self._write(db, lambda now: safety.record_loss(db, kind, detail, now))
+        )
+
+    async def acknowledge_loss(self, loss_id: str, actor: str, note: str) -> Marker | None:
+        return await self._run(
+            lambda db: self._write(
+                db, lambda now: safety.acknowledge(db, loss_id, actor, note, now)
+            )
+        )
+
+    async def read_store_log(self, limit: int = 100) -> list[AuditEntry]:
+        return await self._run(lambda db: safety.read_log(db, limit))
 
 
 def _event_id(after: str | None) -> int:

@@ -1,0 +1,230 @@
+"""The Redis store's marker (store/safety.py).
+
+The marker, the standing loss and the store's log are the three keys of the tag
+``{idem:store}`` (:mod:`.layout`), so each script below touches one slot. The decision is
+:func:`~idemproxy.store.safety.next_check`, the same as the other backends', made in Python
+between two scripts: one reads the three keys at once, the other writes the outcome only if
+the marker and the loss are still as read (compare-and-set), else the check reads again.
+
+On Redis Cluster the marker lives on the master of its slot, so it shows what that master
+lost, not what the others did (docs/reliability.md says so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+
+from idemproxy.store import layout
+from idemproxy.store.base import StoreCorrupt, StoreUnavailable
+from idemproxy.store.journal import AuditEntry
+from idemproxy.store.memory_safety import fresh_id
+from idemproxy.store.redis_errors import translated
+from idemproxy.store.redis_journal import decode_audit
+from idemproxy.store.safety import (
+    LOG_LIMIT,
+    Loss,
+    LossKind,
+    Marker,
+    MarkerCheck,
+    acknowledged,
+    acknowledgement_entry,
+    loss_entry,
+    marked_entry,
+    next_check,
+)
+
+# A check that loses the race this often in a row is reported as an outage, not looped on.
+MAX_ATTEMPTS = 10
+
+# KEYS: marker, loss, log. Returns {HGETALL marker, HGETALL loss, EXISTS log, now ms}.
+READ_MARKER = """
+local t = redis.call('TIME')
+return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2]),
+  redis.call('EXISTS', KEYS[3]), tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)}
+"""
+
+# KEYS: marker, loss, log.
+# ARGV: the marker's epoch and checks as read ('' for none), the loss id as read ('' none);
+#       '1' to write the marker, then epoch, created, checks, replaces;
+#       '1' to write the loss, '2' to delete it, '0' neither, then id, detected, kind, epochs,
+#       detail; '1' to append to the log, then action, actor, target, before, after, note;
+#       the log's length limit.
+# Returns 1 when written, 0 when the marker or the loss changed since they were read.
+WRITE_MARKER = """
+local m = redis.call('HMGET', KEYS[1], 'epoch', 'checks')
+local l = redis.call('HGET', KEYS[2], 'id')
+if (m[1] or '') ~= ARGV[1] or (m[2] or '') ~= ARGV[2] or (l or '') ~= ARGV[3] then
+  return 0
+end
+if ARGV[4] == '1' then
+  redis.call('HSET', KEYS[1], 'epoch', ARGV[5], 'created', ARGV[6], 'checks', ARGV[7],
+    'replaces', ARGV[8])
+end
+if ARGV[9] == '1' then
+  redis.call('HSET', KEYS[2], 'id', ARGV[10], 'detected', ARGV[11], 'kind', ARGV[12],
+    'epochs', ARGV[13], 'detail', ARGV[14])
+elseif ARGV[9] == '2' then
+  redis.call('DEL', KEYS[2])
+end
+if ARGV[15] == '1' then
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[22], '*', 'action', ARGV[16],
+    'actor', ARGV[17], 'target', ARGV[18], 'before', ARGV[19], 'after', ARGV[20],
+    'note', ARGV[21])
+end
+return 1
+"""
+
+_KEYS = [layout.MARKER_KEY, layout.LOSS_KEY, layout.STORE_LOG_KEY]
+_KEEP_LOSS, _WRITE_LOSS, _DELETE_LOSS = "0", "1", "2"
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """The three keys as one read found them."""
+
+    marker: Marker | None
+    loss: Loss | None
+    logged: bool
+    now_ms: int
+
+
+class RedisMarker:
+    """The marker operations of :class:`~idemproxy.store.redis_store.RedisStore`."""
+
+    def __init__(self, client: Redis | RedisCluster) -> None:
+        self._client = client
+        self._read = client.register_script(READ_MARKER)
+        self._write_script = client.register_script(WRITE_MARKER)
+
+    async def check(self, seen: Marker | None) -> MarkerCheck:
+        with translated("check_marker"):
+            for _ in range(MAX_ATTEMPTS):
+                stored = await self._stored()
+                found = next_check(
+                    stored.marker, stored.loss, stored.logged, seen, stored.now_ms, fresh_id()
+                )
+                if found.detected and found.loss is not None:
+                    written = await self._write(
+                        stored, loss=found.loss, entry=loss_entry(found.loss)
+                    )
+                elif found.loss is None and found.marker is not None:
+                    entry = marked_entry(found.marker) if found.created else None
+                    written = await self._write(stored, marker=found.marker, entry=entry)
+                else:
+                    return found  # a loss stands: nothing to write
+                if written:
+                    return found
+        raise _contended("check_marker")
+
+    async def record_loss(self, kind: LossKind, detail: str) -> Loss:
+        with translated("record_loss"):
+            for _ in range(MAX_ATTEMPTS):
+                stored = await self._stored()
+                if stored.loss is not None:
+                    return stored.loss
+                epochs = (stored.marker.epoch,) if stored.marker is not None else ()
+                loss = Loss(fresh_id(), stored.now_ms, kind, epochs, detail)
+                if await self._write(stored, loss=loss, entry=loss_entry(loss)):
+                    return loss
+        raise _contended("record_loss")
+
+    async def acknowledge(self, loss_id: str, actor: str, note: str) -> Marker | None:
+        with translated("acknowledge_loss"):
+            for _ in range(MAX_ATTEMPTS):
+                stored = await self._stored()
+                loss = stored.loss
+                if loss is None or loss.loss_id != loss_id:
+                    return None
+                marker = acknowledged(stored.marker, loss, stored.now_ms, fresh_id())
+                entry = acknowledgement_entry(actor, note, loss, marker)
+                if await self._write(stored, marker=marker, drop_loss=True, entry=entry):
+                    return marker
+        raise _contended("acknowledge_loss")
+
+    async def read_log(self, limit: int) -> list[AuditEntry]:
+        if limit <= 0:
+            return []
+        entries: Any
+        with translated("read_store_log"):
+            entries = await self._client.xrevrange(layout.STORE_LOG_KEY, count=limit)
+        return [decode_audit("", entry_id, fields) for entry_id, fields in reversed(entries)]
+
+    async def _stored(self) -> _Stored:
+        reply: Any = await self._read(keys=_KEYS)
+        try:
+            return _Stored(
+                _marker(_fields(reply[0])),
+                _loss(_fields(reply[1])),
+                int(reply[2]) == 1,
+                int(reply[3]),
+            )
+        except (KeyError, ValueError, TypeError) as exc:
+            raise StoreCorrupt(f"the store's marker cannot be decoded: {exc!r}") from exc
+
+    async def _write(
+        self,
+        stored: _Stored,
+        *,
+        marker: Marker | None = None,
+        loss: Loss | None = None,
+        drop_loss: bool = False,
+        entry: AuditEntry | None = None,
+    ) -> bool:
+        read = stored.marker
+        args: list[str | int] = [read.epoch if read else "", str(read.checks) if read else ""]
+        args.append(stored.loss.loss_id if stored.loss else "")
+        if marker is None:
+            args += ["0", "", 0, 0, ""]
+        else:
+            args += ["1", marker.epoch, marker.created_ms, marker.checks, " ".join(marker.replaces)]
+        if loss is None:
+            args += [_DELETE_LOSS if drop_loss else _KEEP_LOSS, "", 0, "", "", ""]
+        else:
+            epochs = " ".join(loss.epochs)
+            args += [
+                _WRITE_LOSS,
+                loss.loss_id,
+                loss.detected_ms,
+                loss.kind.value,
+                epochs,
+                loss.detail,
+            ]
+        if entry is None:
+            args += ["0", "", "", "", "", "", ""]
+        else:
+            args += ["1", entry.action, entry.actor, entry.target, entry.before, entry.after]
+            args.append(entry.note)
+        args.append(LOG_LIMIT)
+        return int(await self._write_script(keys=_KEYS, args=args)) == 1
+
+
+def _contended(op: str) -> StoreUnavailable:
+    return StoreUnavailable(
+        f"redis {op}: the store's marker changed under each of {MAX_ATTEMPTS} attempts in a row"
+    )
+
+
+def _fields(flat: Sequence[bytes]) -> dict[str, str]:
+    return {
+        name.decode(): value.decode() for name, value in zip(flat[::2], flat[1::2], strict=True)
+    }
+
+
+def _marker(fields: Mapping[str, str]) -> Marker | None:
+    if not fields:
+        return None
+    replaces = tuple(fields["replaces"].split())
+    return Marker(fields["epoch"], int(fields["created"]), int(fields["checks"]), replaces)
+
+
+def _loss(fields: Mapping[str, str]) -> Loss | None:
+    if not fields:
+        return None
+    epochs = tuple(fields["epochs"].split())
+    kind = LossKind(fields["kind"])
+    return Loss(fields["id"], int(fields["detected"]), kind, epochs, fields["detail"])
