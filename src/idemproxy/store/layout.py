@@ -15,9 +15,15 @@ slot and the same layout works on Redis Cluster::
     idem:{A}:streak          list    "<fence> <effect_id>" of each consecutive failure
     idem:{A}:snapshot        list    the same, as an automatic pause found them (to free on resume)
     idem:agents              zset    every agent id, scored by when a proxy last saw it
+    idem:{:agents}:review    zset    the sweep's worklist (store/work.py), scored by when a
+                                     proxy last listed the agent (Redis ms)
+    idem:{:agents}:delivery  zset    delivery's worklist, scored the same way
+    idem:{:agents}:seeded    string  present once the worklists were seeded from idem:agents
 
-``idem:agents`` is the one key outside any agent's slot; it is written by a plain ZADD of its
-own, never from a script, so it works on Redis Cluster too.
+These are the keys outside any agent's slot. They are written by commands and scripts of their
+own, never from an agent's script, so they work on Redis Cluster too. The worklist keys share
+the tag ``{:agents}``, which no agent's tag can be (an encoded id never holds ``:``), so one
+script lists an agent on both.
 
 Agent, effect and batch ids come from request headers, so each is percent-encoded with every
 character outside ``A-Za-z0-9_.-~`` escaped (``{``, ``}``, ``:`` and ``%`` included). The
@@ -38,6 +44,7 @@ import re
 import orjson
 
 from idemproxy.store.records import RecordKey
+from idemproxy.store.work import Work
 
 PREFIX = "idem"
 
@@ -147,6 +154,13 @@ def snapshot_key(agent: str) -> str:
 
 
 AGENTS_KEY = f"{PREFIX}:agents"
+WORKLIST_TAG = "{:agents}"
+SEEDED_KEY = f"{PREFIX}:{WORKLIST_TAG}:seeded"
+
+
+def worklist_key(work: Work) -> str:
+    """The agents that may have ``work``, scored by when a proxy last listed them."""
+    return f"{PREFIX}:{WORKLIST_TAG}:{work.value}"
 
 
 def dump_headers(headers: tuple[tuple[str, str], ...]) -> bytes:

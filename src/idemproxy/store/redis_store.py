@@ -33,6 +33,7 @@ from idemproxy.store.records import (
     Settlement,
     StoredResponse,
 )
+from idemproxy.store.redis_agents import LISTING_GRACE_S, REGISTRY_CAP, RedisAgents
 from idemproxy.store.redis_control import RedisControl, control_keys, decode_pause, settle_args
 from idemproxy.store.redis_errors import translated as _translated
 from idemproxy.store.redis_journal import STREAM_ID, audit_args
@@ -67,11 +68,14 @@ class RedisStore(RedisControl):
         event_retention_s: int = EVENT_RETENTION_S,
         extra_clients: Sequence[Redis] = (),
         pipeline: PipelinedRedis | None = None,
+        listing_grace_s: float = LISTING_GRACE_S,
+        registry_cap: int = REGISTRY_CAP,
     ) -> None:
         """Use ``client`` (built with ``decode_responses=False``); the store closes it.
 
         With ``pipeline`` (to the same server) claims, settles, renewals, resolutions and record
-        reads go over it instead.
+        reads go over it instead. ``listing_grace_s`` and ``registry_cap``: see
+        :mod:`.redis_agents`.
         """
         self._client = client
         self._extra_clients = tuple(extra_clients)
@@ -84,10 +88,19 @@ class RedisStore(RedisControl):
         self._fetch_unknown = client.register_script(redis_scripts.FETCH_UNKNOWN)
         self._fetch_batch = client.register_script(redis_scripts.FETCH_BATCH)
         self._sweep = client.register_script(redis_scripts.SWEEP)
-        super().__init__(client, self._retention_ms)
+        agents = RedisAgents(
+            client, pipeline=pipeline, listing_grace_s=listing_grace_s, registry_cap=registry_cap
+        )
+        super().__init__(client, self._retention_ms, agents)
 
     @classmethod
-    def from_url(cls, url: str, *, event_retention_s: int = EVENT_RETENTION_S) -> RedisStore:
+    def from_url(
+        cls,
+        url: str,
+        *,
+        event_retention_s: int = EVENT_RETENTION_S,
+        listing_grace_s: float = LISTING_GRACE_S,
+    ) -> RedisStore:
         """Build from ``redis://``, ``rediss://``, ``redis+sentinel://`` or ``redis+cluster://``.
 
         Nothing is connected yet: a Redis that is down now is found out by the first call.
@@ -101,6 +114,7 @@ class RedisStore(RedisControl):
             event_retention_s=event_retention_s,
             extra_clients=clients.helpers,
             pipeline=clients.pipeline,
+            listing_grace_s=listing_grace_s,
         )
 
     def _hot_script(self, source: str) -> Script:
@@ -149,9 +163,8 @@ class RedisStore(RedisControl):
             "1" if request.reworded_may_reclaim else "0",
         ]
         with _translated("claim"):
-            # Before the claim: an agent must be listed by the time it has a record to sweep.
-            await self.register(key.agent)
-            reply = await self._claim(keys=keys, args=args)
+            # Listed first: an agent must be on the worklists by the time it has a record to sweep.
+            reply = await self.agents.listed(key.agent, lambda: self._claim(keys=keys, args=args))
         fence = int(reply[1])
         if int(reply[0]) == 1:
             return ClaimResult(claimed=True, fence=fence)

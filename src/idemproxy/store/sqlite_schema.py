@@ -6,8 +6,8 @@
     events   the outbox; ``id`` (AUTOINCREMENT, never reused) is the event id, printed as
              20 zero-padded digits so that ids compare as text in the order they were written
 
-and the ledger's tables of :mod:`.sqlite_journal` (schema 2 added them; a schema 1 file gains
-them when it is opened).
+and the ledger's tables of :mod:`.sqlite_journal` (schema 2 added them) and the worklists of
+:mod:`.sqlite_worklist` (schema 3); an older file gains them when it is opened.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from idemproxy.store import sqlite_control, sqlite_journal
+from idemproxy.store import sqlite_control, sqlite_journal, sqlite_worklist
 from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.layout import dump_headers, load_headers
 from idemproxy.store.records import (
@@ -28,8 +28,9 @@ from idemproxy.store.records import (
     RecordState,
     StoredResponse,
 )
+from idemproxy.store.work import Work
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS records (
@@ -78,10 +79,12 @@ def connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise StoreCorrupt(f"{path} has schema {version}, newer than {SCHEMA_VERSION}")
-        for statement in (*_TABLES, *sqlite_journal.TABLES, *sqlite_control.TABLES):
+        tables = (*_TABLES, *sqlite_journal.TABLES, *sqlite_control.TABLES, *sqlite_worklist.TABLES)
+        for statement in tables:
             db.execute(statement)
         if version < SCHEMA_VERSION:
             sqlite_journal.backfill(db)
+            sqlite_worklist.backfill(db)
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.execute("COMMIT")
     except BaseException:
@@ -143,7 +146,8 @@ def save(db: sqlite3.Connection, record: EffectRecord, expires_ms: int) -> None:
 def append_event(
     db: sqlite3.Connection, record: EffectRecord, type_: EventType, now_ms: int
 ) -> None:
-    """Add the record's current state to the outbox."""
+    """Add the record's current state to the outbox; its agent goes on delivery's worklist."""
+    sqlite_worklist.add(db, record.key.agent, Work.DELIVERY)
     meta = record.meta
     db.execute(
         "INSERT INTO events (agent, effect_id, type, batch, tool_call, action, upstream, method,"
