@@ -22,6 +22,7 @@ from idemproxy.store.records import (
     Settlement,
 )
 from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerCheck
+from idemproxy.store.work import Forgotten, Work
 
 T = TypeVar("T")
 
@@ -46,6 +47,8 @@ class InstrumentedStore:
                 "events",
                 "count_events",
                 "list_agents",
+                "list_busy_agents",
+                "forget_agents",
                 "sweep",
                 "cursor",
                 "audit",
@@ -112,6 +115,12 @@ class InstrumentedStore:
 
     async def list_agents(self) -> list[str]:
         return await self._timed("list_agents", self.inner.list_agents)
+
+    async def list_busy_agents(self, work: Work) -> list[str]:
+        return await self._timed("list_busy_agents", lambda: self.inner.list_busy_agents(work))
+
+    async def forget_agents(self) -> Forgotten:
+        return await self._timed("forget_agents", self.inner.forget_agents)
 
     async def sweep_expired(self, agent: str, limit: int = 100) -> list[EffectRecord]:
         return await self._timed("sweep", lambda: self.inner.sweep_expired(agent, limit))

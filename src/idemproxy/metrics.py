@@ -139,6 +139,18 @@ class Metrics:
             registry=r,
             multiprocess_mode="livemax",
         )
+        self.agents_busy = Gauge(
+            "idemproxy_agents_busy",
+            "Agents the background loops visit each pass, by the work they may have.",
+            ["work"],
+            registry=r,
+            multiprocess_mode="livemax",  # read from the shared store: each worker sees the same
+        )
+        self.agents_forgotten = Counter(
+            "idemproxy_agents_forgotten",
+            "Agents dropped from the agent registry past its cap (their records stay).",
+            registry=r,
+        )
         self.controller_events = Counter(
             "idemproxy_controller_events",
             "Events offered to the recovery controller, by result.",

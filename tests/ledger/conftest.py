@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
+import pytest
+
 from idemproxy.store.base import Store
 from idemproxy.store.records import (
     ClaimRequest,
@@ -12,8 +16,20 @@ from idemproxy.store.records import (
     StoredResponse,
 )
 from tests.store.conftest import ns, store
+from tests.support.controller import Controller
 
-__all__ = ["make_effect", "ns", "store"]
+__all__ = ["SECRET", "controller", "make_effect", "ns", "store"]
+
+SECRET = "test-secret-0123456789abcdef"  # the controller's, that deliveries are signed with
+
+
+@pytest.fixture
+async def controller() -> AsyncIterator[Controller]:
+    """A recovery controller on a loopback port that accepts deliveries signed with SECRET."""
+    controller = Controller(SECRET)
+    await controller.start()
+    yield controller
+    await controller.stop()
 
 
 async def make_effect(

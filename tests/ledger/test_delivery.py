@@ -21,10 +21,8 @@ from idemproxy.store.memory import MemoryStore
 from idemproxy.store.records import RecordState
 from idemproxy.store.redis_store import RedisStore
 from idemproxy.store.sqlite_store import SQLiteStore
-from tests.ledger.conftest import make_effect
+from tests.ledger.conftest import SECRET, make_effect
 from tests.support.controller import Controller
-
-SECRET = "test-secret-0123456789abcdef"
 
 
 @pytest.fixture(params=["memory", "sqlite", "fakeredis"])
@@ -39,14 +37,6 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         backend = RedisStore(fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer()))
     yield backend
     await backend.close()
-
-
-@pytest.fixture
-async def controller() -> AsyncIterator[Controller]:
-    controller = Controller(SECRET)
-    await controller.start()
-    yield controller
-    await controller.stop()
 
 
 @pytest.fixture
@@ -252,3 +242,21 @@ async def test_two_processes_never_deliver_one_agents_events_at_once(
     for _ in range(6):
         await asyncio.gather(*(courier.deliver_once() for courier in couriers))
     assert [event["effect_key"] for event in controller.events("bot")] == keys
+
+
+async def test_a_lease_that_ran_out_is_not_handed_over_again(
+    store: Store, controller: Controller, session: ClientSession
+) -> None:
+    await effects(store, "bot", 1)
+    now_ms = [1_000_000]
+    courier = delivery(store, session, settings(controller), Metrics(), clock_ms=lambda: now_ms[0])
+    await courier.deliver_once()
+    cursor = await store.read_cursor("bot")
+    assert cursor.owner == courier.owner
+    now_ms[0] = cursor.lease_expires_ms + 1  # nothing more to deliver, and the lease ran out
+
+    await courier.deliver_once()
+    await courier.release()
+
+    # A process that delivered for many agents once does not visit each of them on the way out.
+    assert await store.read_cursor("bot") == cursor

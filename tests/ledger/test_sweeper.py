@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+
+import fakeredis
+import pytest
 
 from idemproxy.ledger.sweeper import Sweeper
 from idemproxy.metrics import Metrics
 from idemproxy.store.base import Store
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.records import EventType, RecordState
+from idemproxy.store.redis_store import RedisStore
 from tests.ledger.conftest import make_effect
 
 
@@ -45,3 +50,21 @@ async def test_the_sweep_runs_on_its_interval_until_stopped() -> None:
     record = await store.get(held)
     assert record is not None
     assert record.state is RecordState.UNKNOWN
+
+
+async def test_a_full_registry_is_logged_and_counted(caplog: pytest.LogCaptureFixture) -> None:
+    store = RedisStore(fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer()), registry_cap=2)
+    for i in range(3):
+        await make_effect(store, f"bot-{i}", "b1", "c1", None)
+        await asyncio.sleep(0.002)  # each seen a millisecond later than the one before
+    metrics = Metrics()
+
+    with caplog.at_level(logging.WARNING, logger="idemproxy.ledger.sweeper"):
+        await Sweeper(store, metrics, interval_s=5).sweep_once()
+
+    assert "agent registry full: forgot 1 agent id(s) seen longest ago" in caplog.text
+    assert metrics.registry.get_sample_value("idemproxy_agents_forgotten_total") == 1
+    assert await store.list_agents() == ["bot-1", "bot-2"]
+    # The sweep still visits all three: each has a record in flight.
+    busy = metrics.registry.get_sample_value("idemproxy_agents_busy", {"work": "review"})
+    assert busy == 3

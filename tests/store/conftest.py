@@ -48,7 +48,9 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path, ns: str) -> Asyn
     elif request.param == "sqlite":
         backend = SQLiteStore(tmp_path / "effects.db")
     elif request.param == "fakeredis":
-        backend = RedisStore(fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer()))
+        # A server of its own: no other proxy lists agents there, so none needs a grace.
+        server = fakeredis.FakeServer()
+        backend = RedisStore(fakeredis.FakeAsyncRedis(server=server), listing_grace_s=0)
     else:
         backend = RedisStore.from_url(REDIS_URL)
     try:

@@ -13,6 +13,7 @@ from idemproxy.store import layout
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 from idemproxy.store.records import RecordKey, RecordState, Resolution, Settlement
 from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.work import Work
 from tests.store.test_contract import SHORT_LEASE_MS, claim_request, fence_of
 from tests.support.cluster import LocalCluster
 
@@ -31,6 +32,7 @@ def test_ledger_keys_share_the_agent_tag_and_never_collide(agent: str, batch: st
     assert len(set(keys)) == len(keys)
     assert all(key.startswith(f"{layout.PREFIX}:{layout.agent_tag(agent)}:") for key in keys)
     assert layout.AGENTS_KEY not in keys
+    assert not any(key.startswith(f"{layout.PREFIX}:{layout.WORKLIST_TAG}:") for key in keys)
 
 
 def audit(agent: str, action: str) -> AuditEntry:
@@ -78,6 +80,11 @@ async def test_journal_operations_run_on_redis_cluster(tmp_path: Path) -> None:
             for agent in agents:
                 await exercise_journal(store, agent)
             assert await store.list_agents() == sorted(agents)
+            # Each is left with an outcome awaiting review, so no forget drops it.
+            for _ in range(2):
+                await store.forget_agents()
+                assert await store.list_busy_agents(Work.REVIEW) == sorted(agents)
+                assert await store.list_busy_agents(Work.DELIVERY) == sorted(agents)
         finally:
             await store.close()
     finally:

@@ -1,7 +1,8 @@
 """Delivery of effect events to the recovery controller: at least once, in order per agent.
 
 Events wait in the store's outbox; each agent's delivery cursor (in the store too) says which
-the controller has accepted. A pass over the agents POSTs each agent's next events, oldest
+the controller has accepted. A pass over the agents on delivery's worklist (store/work.py: those
+with events waiting or records that will emit some) POSTs each agent's next events, oldest
 first, in one signed batch and moves the cursor past them only once the controller answered
 2xx. A proxy that stops mid-delivery therefore re-sends that batch when it (or another proxy)
 takes over: the controller deduplicates by ``event_id``.
@@ -39,6 +40,7 @@ from idemproxy.metrics import Metrics
 from idemproxy.store.base import Store, StoreError
 from idemproxy.store.journal import DeliveryCursor
 from idemproxy.store.records import EffectEvent
+from idemproxy.store.work import Work
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +104,9 @@ class Delivery:
         self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
         self._jitter = jitter
         self._lease_ms = int(settings.timeout_s * LEASE_TIMEOUTS * 1000)
-        self._lease_holds: set[str] = set()  # agents whose cursor may carry this process's lease
+        # Agent -> until when its cursor may carry this process's lease. A lapsed lease needs no
+        # release, so entries are dropped as they lapse: it holds only the agents of the moment.
+        self._lease_holds: dict[str, int] = {}
 
     async def run(self) -> None:
         """Deliver until cancelled; a pass that leaves work behind is followed at once."""
@@ -136,13 +140,18 @@ class Delivery:
                 await asyncio.sleep(self._settings.poll_interval_s)
 
     async def deliver_once(self) -> bool:
-        """One pass over every agent; True if an agent has more events waiting right now."""
+        """One pass over the agents on delivery's worklist; True if an agent has more events
+        waiting right now."""
+        now_ms = self._clock_ms()
+        self._lease_holds = {a: until for a, until in self._lease_holds.items() if until > now_ms}
         backlog, busy = 0, False
-        for agent in await self._store.list_agents():
+        agents = await self._store.list_busy_agents(Work.DELIVERY)
+        for agent in agents:
             waiting, more = await self._deliver_agent(agent)
             backlog += waiting
             busy = busy or more
         self._metrics.controller_backlog.set(backlog)
+        self._metrics.agents_busy.labels(Work.DELIVERY).set(len(agents))
         return busy
 
     async def _deliver_agent(self, agent: str) -> tuple[int, bool]:
@@ -172,6 +181,7 @@ class Delivery:
             last_error="",
             lease_expires_ms=self._clock_ms() + self._lease_ms,
         )
+        self._lease_holds[agent] = acked.lease_expires_ms
         if await self._store.write_cursor(agent, acked) is None:
             log.warning(
                 "delivery lease lost; the batch will be delivered again", extra={"agent": agent}
@@ -191,7 +201,7 @@ class Delivery:
         renewed = dataclasses.replace(
             cursor, owner=self.owner, lease_expires_ms=now_ms + self._lease_ms
         )
-        self._lease_holds.add(agent)
+        self._lease_holds[agent] = renewed.lease_expires_ms
         return await self._store.write_cursor(agent, renewed)
 
     def _signed(self, agent: str, events: list[EffectEvent]) -> tuple[bytes, dict[str, str]]:

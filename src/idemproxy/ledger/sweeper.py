@@ -1,5 +1,6 @@
-"""Housekeeping of the review queue: lapsed leases become unknown, and the gauges are counted
-(outcomes awaiting review, agents paused).
+"""Housekeeping of the review queue: lapsed leases become unknown, the gauges are counted
+(outcomes awaiting review, agents paused), and agents with nothing left leave the worklists
+(store/work.py), so that the sweep and delivery visit only agents with work.
 
 A proxy that dies holding a request leaves an ``in_flight`` record whose lease runs out. Until
 now that was noticed only when the agent repeated the request; the sweep notices it within
@@ -14,6 +15,7 @@ import logging
 
 from idemproxy.metrics import Metrics
 from idemproxy.store.base import Store, StoreError
+from idemproxy.store.work import Work
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +41,11 @@ class Sweeper:
             await asyncio.sleep(self._interval_s)
 
     async def sweep_once(self) -> int:
-        """Turn lapsed leases unknown for every agent; returns how many outcomes await review."""
+        """Turn lapsed leases unknown for the agents on the sweep's worklist, then drop the
+        agents with nothing left from the worklists; returns how many outcomes await review."""
         waiting = paused = 0
-        for agent in await self._store.list_agents():
+        agents = await self._store.list_busy_agents(Work.REVIEW)
+        for agent in agents:
             for record in await self._store.sweep_expired(agent):
                 log.warning(
                     "lease lapsed: outcome unknown, awaiting review",
@@ -51,4 +55,18 @@ class Sweeper:
             paused += (await self._store.read_control(agent)).pause is not None
         self._metrics.unknown_outcomes.set(waiting)
         self._metrics.agents_paused.set(paused)
+        self._metrics.agents_busy.labels(Work.REVIEW).set(len(agents))
+        await self._forget()
         return waiting
+
+    async def _forget(self) -> None:
+        forgotten = await self._store.forget_agents()
+        if forgotten.over_cap:
+            self._metrics.agents_forgotten.inc(forgotten.over_cap)
+            log.warning(
+                "agent registry full: forgot %d agent id(s) seen longest ago (their records"
+                " stay, but `idemproxy status` no longer lists them); so many ids usually mean"
+                " an agent that sends a new Idem-Agent id per conversation or per request",
+                forgotten.over_cap,
+                extra={"forgotten": forgotten.over_cap},
+            )

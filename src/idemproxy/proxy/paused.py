@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.store.base import Store, StoreError
@@ -19,6 +20,8 @@ from idemproxy.store.control import Pause, PauseOrigin
 log = logging.getLogger(__name__)
 
 CACHE_S = 1.0
+# Pauses kept at most: those of the agents of the moment, not of every agent id ever sent.
+MAX_AGENTS = 10_000
 
 # The header that marks an operator's compensation (ledger/compensation.py): it is sent while
 # the agent is paused, and neither waits for nor counts toward the agent's pause.
@@ -43,10 +46,14 @@ def agent_paused(agent: str, pause: Pause) -> RequestRefused:
 class PauseGate:
     """The pause check of requests that claim nothing, from a cache of one second."""
 
-    def __init__(self, store: Store, cache_s: float = CACHE_S) -> None:
+    def __init__(
+        self, store: Store, cache_s: float = CACHE_S, max_agents: int = MAX_AGENTS
+    ) -> None:
         self._store = store
         self._cache_s = cache_s
-        self._seen: dict[str, tuple[float, Pause | None]] = {}
+        self._max_agents = max_agents
+        # Agent -> when its pause was read and what it was, least recently read first.
+        self._seen: OrderedDict[str, tuple[float, Pause | None]] = OrderedDict()
 
     async def check(self, agent: str) -> None:
         """Raise ``agent-paused`` if the agent is paused; a store outage lets it pass, as an
@@ -60,5 +67,8 @@ class PauseGate:
                 log.warning("pause check skipped: store unavailable", extra={"reason": str(exc)})
                 pause = seen[1] if seen is not None else None
             seen = self._seen[agent] = (now, pause)
+            self._seen.move_to_end(agent)
+            if len(self._seen) > self._max_agents:
+                self._seen.popitem(last=False)
         if seen[1] is not None:
             raise agent_paused(agent, seen[1])

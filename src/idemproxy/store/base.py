@@ -29,6 +29,7 @@ from idemproxy.store.records import (
     Settlement,
 )
 from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerCheck
+from idemproxy.store.work import Forgotten, Work
 
 
 class StoreError(Exception):
@@ -138,7 +139,22 @@ class Store(Protocol):
         """Every agent the store holds records, events or audit entries of, sorted.
 
         An agent whose last record just expired may stay listed until the store purges it.
+        The Redis store lists no more than its registry's cap, the agents seen most recently.
         """
+        ...
+
+    async def list_busy_agents(self, work: Work) -> list[str]:
+        """The agents on the worklist of ``work`` (:mod:`idemproxy.store.work`), sorted.
+
+        Every agent that has such work is listed. One with none left stays listed until
+        :meth:`forget_agents` drops it, which the Redis store does only once no proxy has
+        listed the agent for its listing grace.
+        """
+        ...
+
+    async def forget_agents(self) -> Forgotten:
+        """Drop idle agents from the worklists, and agents past the registry's retention or
+        cap from :meth:`list_agents` (never their records). The sweep runs it every pass."""
         ...
 
     async def sweep_expired(self, agent: str, limit: int = 100) -> list[EffectRecord]:

@@ -19,12 +19,17 @@ slot and the same layout works on Redis Cluster::
     idem:{idem:store}:marker hash    the store's marker: epoch, created, checks, replaces
     idem:{idem:store}:loss   hash    a loss of records found and not yet acknowledged
     idem:{idem:store}:log    stream  the store's own log: marked, loss found, acknowledged
+    idem:{:agents}:review    zset    the sweep's worklist (store/work.py), scored by when a
+                                     proxy last listed the agent (Redis ms)
+    idem:{:agents}:delivery  zset    delivery's worklist, scored the same way
+    idem:{:agents}:seeded    string  present once the worklists were seeded from idem:agents
 
-``idem:agents`` is the one key outside any agent's slot; it is written by a plain ZADD of its
-own, never from a script, so it works on Redis Cluster too. The store-wide keys of the marker
-(store/safety.py) share the tag ``{idem:store}``, which no agent's tag can be (an encoded id
-has no ``:``), so their scripts touch one slot as well. None of these four keys ever expires:
-a Redis that evicts only keys with an expiry (``volatile-*``) never drops them.
+These are the keys outside any agent's slot. They are written by commands and scripts of their
+own, never from an agent's script, so they work on Redis Cluster too. The worklist keys share
+the tag ``{:agents}`` and the store-wide keys of the marker (store/safety.py) the tag
+``{idem:store}``; no agent's tag can be either (an encoded id never holds ``:``), so each of
+their scripts touches one slot. The marker's keys never expire: a Redis that evicts only keys
+with an expiry (``volatile-*``) never drops them.
 
 Agent, effect and batch ids come from request headers, so each is percent-encoded with every
 character outside ``A-Za-z0-9_.-~`` escaped (``{``, ``}``, ``:`` and ``%`` included). The
@@ -45,6 +50,7 @@ import re
 import orjson
 
 from idemproxy.store.records import RecordKey
+from idemproxy.store.work import Work
 
 PREFIX = "idem"
 
@@ -163,6 +169,13 @@ _STORE_TAG = "{idem:store}"
 MARKER_KEY = f"{PREFIX}:{_STORE_TAG}:marker"
 LOSS_KEY = f"{PREFIX}:{_STORE_TAG}:loss"
 STORE_LOG_KEY = f"{PREFIX}:{_STORE_TAG}:log"
+WORKLIST_TAG = "{:agents}"
+SEEDED_KEY = f"{PREFIX}:{WORKLIST_TAG}:seeded"
+
+
+def worklist_key(work: Work) -> str:
+    """The agents that may have ``work``, scored by when a proxy last listed them."""
+    return f"{PREFIX}:{WORKLIST_TAG}:{work.value}"
 
 
 def dump_headers(headers: tuple[tuple[str, str], ...]) -> bytes:

@@ -29,6 +29,7 @@ from idemproxy.store.records import (
     Settlement,
 )
 from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerCheck
+from idemproxy.store.work import Forgotten, Work
 
 EXPIRED_LEASE_REASON = "lease expired: the proxy holding this request stopped"
 
@@ -278,6 +279,27 @@ class MemoryStore:
         now_ms = self._clock_ms()
         agents = {key.agent for key in list(self._records) if self._live(key, now_ms)}
         return sorted(agents | set(self._events) | set(self._audit))
+
+    async def list_busy_agents(self, work: Work) -> list[str]:
+        """Worked out from the records, so an agent leaves a worklist with its last work."""
+        now_ms = self._clock_ms()
+        busy = {
+            key.agent
+            for key in list(self._records)
+            if (record := self._live(key, now_ms)) is not None
+            and record.state in (RecordState.IN_FLIGHT, RecordState.UNKNOWN)
+        }
+        if work is Work.REVIEW:
+            busy.update(agent for agent, c in self._controls.items() if c.pause is not None)
+        else:
+            for agent, events in self._events.items():
+                acked = self._cursors.get(agent, DeliveryCursor()).acked
+                if events and events[-1].event_id > acked:
+                    busy.add(agent)
+        return sorted(busy)
+
+    async def forget_agents(self) -> Forgotten:
+        return Forgotten()  # the worklists hold no entry of their own to drop
 
     async def sweep_expired(self, agent: str, limit: int = 100) -> list[EffectRecord]:
         now_ms = self._clock_ms()

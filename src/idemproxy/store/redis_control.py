@@ -22,6 +22,7 @@ from idemproxy.store.control import (
     PauseOrigin,
 )
 from idemproxy.store.journal import AuditEntry
+from idemproxy.store.redis_agents import RedisAgents
 from idemproxy.store.redis_errors import translated
 from idemproxy.store.redis_journal import RedisJournal, audit_args
 
@@ -41,8 +42,10 @@ class RedisControl(RedisJournal):
     """:meth:`Store.read_control` and :meth:`Store.write_pause` on Redis; a base of
     :class:`~idemproxy.store.redis_store.RedisStore`, which adds the records."""
 
-    def __init__(self, client: Redis | RedisCluster, retention_ms: int) -> None:
-        super().__init__(client, retention_ms)
+    def __init__(
+        self, client: Redis | RedisCluster, retention_ms: int, agents: RedisAgents
+    ) -> None:
+        super().__init__(client, retention_ms, agents)
         self._read_control = client.register_script(redis_scripts.READ_CONTROL)
         self._write_pause = client.register_script(redis_scripts.WRITE_PAUSE)
 
@@ -72,6 +75,8 @@ class RedisControl(RedisJournal):
         ]
         reply: Any
         with translated("write_pause"):
+            # Before the pause: a paused agent must be on the sweep's worklist, to be counted.
+            await self.agents.register(agent)
             reply = await self._write_pause(
                 keys=[*control_keys(agent), layout.audit_key(agent)], args=args
             )

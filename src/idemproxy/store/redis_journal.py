@@ -25,12 +25,9 @@ from idemproxy.store.journal import (
     FreedRecord,
 )
 from idemproxy.store.records import RecordKey
+from idemproxy.store.redis_agents import RedisAgents
 from idemproxy.store.redis_errors import translated
-
-# A proxy re-registers the agents it serves this often, so the registry's scores say which
-# agents are still around; members unseen for longer than anything of theirs lives are dropped.
-REGISTER_EVERY_S = 3600.0
-FORGET_AFTER_MS = (AUDIT_RETENTION_S + 86_400) * 1000
+from idemproxy.store.work import Forgotten, Work
 
 STREAM_ID = re.compile(r"\d+-\d+")  # an event or audit entry id
 
@@ -47,32 +44,29 @@ _CURSOR_FIELDS = {
 
 class RedisJournal:
     """The :class:`~idemproxy.store.base.Store` operations on cursors, audit entries, archives
-    and the agent registry."""
+    and the agent lists (:mod:`.redis_agents`)."""
 
-    def __init__(self, client: Redis | RedisCluster, retention_ms: int) -> None:
+    def __init__(
+        self, client: Redis | RedisCluster, retention_ms: int, agents: RedisAgents
+    ) -> None:
         self._client = client
         self._retention_ms = retention_ms
-        self._registered: dict[str, float] = {}  # agent -> monotonic time of the last ZADD
+        self.agents = agents
         self._write_cursor = client.register_script(redis_scripts.WRITE_CURSOR)
         self._clear_batch = client.register_script(redis_scripts.CLEAR_BATCH)
         self._count_events = client.register_script(redis_scripts.COUNT_EVENTS)
 
-    async def register(self, agent: str) -> None:
-        """Put the agent in the registry, at most once an hour per process (errors: Redis's)."""
-        now = time.monotonic()
-        if now - self._registered.get(agent, -REGISTER_EVERY_S) < REGISTER_EVERY_S:
-            return
-        await self._client.zadd(layout.AGENTS_KEY, {agent.encode(): _now_ms()})
-        self._registered[agent] = now
-
     async def list_agents(self) -> list[str]:
-        members: Any
         with translated("list_agents"):
-            await self._client.zremrangebyscore(
-                layout.AGENTS_KEY, "-inf", _now_ms() - FORGET_AFTER_MS
-            )
-            members = await self._client.zrange(layout.AGENTS_KEY, 0, -1)
-        return sorted(member.decode() for member in members)
+            return await self.agents.list_agents()
+
+    async def list_busy_agents(self, work: Work) -> list[str]:
+        with translated("list_busy_agents"):
+            return await self.agents.list_busy_agents(work)
+
+    async def forget_agents(self) -> Forgotten:
+        with translated("forget_agents"):
+            return await self.agents.forget_agents()
 
     async def count_events(self, agent: str, after: str | None = None, cap: int = 10_000) -> int:
         if after is not None and not STREAM_ID.fullmatch(after):

@@ -35,6 +35,7 @@ from idemproxy.store.records import (
     Settlement,
     StoredResponse,
 )
+from idemproxy.store.redis_agents import LISTING_GRACE_S, REGISTRY_CAP, RedisAgents
 from idemproxy.store.redis_control import RedisControl, control_keys, decode_pause, settle_args
 from idemproxy.store.redis_errors import translated as _translated
 from idemproxy.store.redis_journal import STREAM_ID, audit_args
@@ -74,11 +75,14 @@ class RedisStore(RedisControl):
         extra_clients: Sequence[Redis] = (),
         pipeline: PipelinedRedis | None = None,
         replica_wait: ReplicaWait | None = None,
+        listing_grace_s: float = LISTING_GRACE_S,
+        registry_cap: int = REGISTRY_CAP,
     ) -> None:
         """Use ``client`` (built with ``decode_responses=False``); the store closes it.
 
         With ``pipeline`` (to the same server) claims, settles, renewals, resolutions and record
         reads go over it instead. With ``replica_wait`` each claim waits for replicas to have it.
+        ``listing_grace_s`` and ``registry_cap``: see :mod:`.redis_agents`.
         """
         self._client = client
         self._extra_clients = tuple(extra_clients)
@@ -96,10 +100,19 @@ class RedisStore(RedisControl):
         self._fetch_batch = client.register_script(redis_scripts.FETCH_BATCH)
         self._sweep = client.register_script(redis_scripts.SWEEP)
         self._marker = RedisMarker(client)
-        super().__init__(client, self._retention_ms)
+        agents = RedisAgents(
+            client, pipeline=pipeline, listing_grace_s=listing_grace_s, registry_cap=registry_cap
+        )
+        super().__init__(client, self._retention_ms, agents)
 
     @classmethod
-    def from_url(cls, url: str, *, event_retention_s: int = EVENT_RETENTION_S) -> RedisStore:
+    def from_url(
+        cls,
+        url: str,
+        *,
+        event_retention_s: int = EVENT_RETENTION_S,
+        listing_grace_s: float = LISTING_GRACE_S,
+    ) -> RedisStore:
         """Build from ``redis://``, ``rediss://``, ``redis+sentinel://`` or ``redis+cluster://``.
 
         Nothing is connected yet: a Redis that is down now is found out by the first call.
@@ -117,6 +130,7 @@ class RedisStore(RedisControl):
             extra_clients=clients.helpers,
             pipeline=clients.pipeline,
             replica_wait=wait,
+            listing_grace_s=listing_grace_s,
         )
 
     def _hot_script(self, source: str) -> Script:
@@ -175,12 +189,16 @@ class RedisStore(RedisControl):
         ]
         waited: object = None
         with _translated("claim"):
-            # Before the claim: an agent must be listed by the time it has a record to sweep.
-            await self.register(key.agent)
-            if self._waited_claim is None:
-                reply = await self._claim(keys=keys, args=args)
+            # Listed first: an agent must be on the worklists by the time it has a record to sweep.
+            waited_claim = self._waited_claim
+            if waited_claim is None:
+                reply = await self.agents.listed(
+                    key.agent, lambda: self._claim(keys=keys, args=args)
+                )
             else:
-                reply, waited = await self._waited_claim(keys, args)
+                reply, waited = await self.agents.listed(
+                    key.agent, lambda: waited_claim(keys, args)
+                )
         fence = int(reply[1])
         if int(reply[0]) == 1:
             wait = self._replica_wait

@@ -12,6 +12,7 @@ import sqlite3
 import orjson
 
 from idemproxy.store import sqlite_journal as journal
+from idemproxy.store import sqlite_worklist
 from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.control import (
     CONTROL_RETENTION_S,
@@ -23,6 +24,7 @@ from idemproxy.store.control import (
     counted,
 )
 from idemproxy.store.records import RecordKey, Settlement
+from idemproxy.store.work import Work
 
 TABLES = (
     """CREATE TABLE IF NOT EXISTS controls (
@@ -56,7 +58,10 @@ def load(db: sqlite3.Connection, agent: str) -> AgentControl:
 
 
 def save(db: sqlite3.Connection, agent: str, control: AgentControl, now_ms: int) -> None:
+    """Write the agent's control; a paused agent goes on the sweep's worklist, to be counted."""
     pause = control.pause
+    if pause is not None:
+        sqlite_worklist.add(db, agent, Work.REVIEW)
     db.execute(
         "INSERT OR REPLACE INTO controls (agent, paused, reason, actor, since_ms, streak,"
         " snapshot, version, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

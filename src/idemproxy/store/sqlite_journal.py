@@ -14,7 +14,9 @@ import dataclasses
 import sqlite3
 from collections.abc import Sequence
 
+from idemproxy.store import sqlite_worklist
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
+from idemproxy.store.work import Work
 
 TABLES = (
     "CREATE TABLE IF NOT EXISTS agents (agent TEXT PRIMARY KEY) WITHOUT ROWID",
@@ -135,8 +137,10 @@ def read_archive(db: sqlite3.Connection, agent: str, batch: str) -> bytes | None
 
 
 def register(db: sqlite3.Connection, agent: str) -> None:
-    """List the agent (a no-op when it is listed), in the transaction of its claim."""
+    """List the agent and put it on the worklists (a no-op where it is listed), in the
+    transaction of its claim."""
     db.execute("INSERT OR IGNORE INTO agents (agent) VALUES (?)", (agent,))
+    sqlite_worklist.add(db, agent, Work.REVIEW, Work.DELIVERY)
 
 
 def backfill(db: sqlite3.Connection) -> None:

@@ -9,9 +9,10 @@
              its predecessor expired still gets a fence above every earlier one
     clock    the anchor of the file's steady clock for the host's current boot (store/clock.py)
 
-and the ledger's tables of :mod:`.sqlite_journal` (schema 2 added them; a schema 1 file gains
-them when it is opened), the agents' controls of :mod:`.sqlite_control` and the store's marker
-of :mod:`.sqlite_safety` (both made when a file is opened that lacks them).
+and the ledger's tables of :mod:`.sqlite_journal` (schema 2 added them) and the worklists of
+:mod:`.sqlite_worklist` (schema 3), both gained by an older file when it is opened, and the
+agents' controls of :mod:`.sqlite_control` and the store's marker of :mod:`.sqlite_safety`
+(made when a file is opened that lacks them).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from idemproxy.store import clock, sqlite_control, sqlite_journal, sqlite_safety
+from idemproxy.store import clock, sqlite_control, sqlite_journal, sqlite_safety, sqlite_worklist
 from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.layout import dump_headers, load_headers
 from idemproxy.store.records import (
@@ -32,8 +33,9 @@ from idemproxy.store.records import (
     RecordState,
     StoredResponse,
 )
+from idemproxy.store.work import Work
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS records (
@@ -90,11 +92,18 @@ def connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise StoreCorrupt(f"{path} has schema {version}, newer than {SCHEMA_VERSION}")
-        tables = (*_TABLES, *sqlite_journal.TABLES, *sqlite_control.TABLES, *sqlite_safety.TABLES)
+        tables = (
+            *_TABLES,
+            *sqlite_journal.TABLES,
+            *sqlite_control.TABLES,
+            *sqlite_safety.TABLES,
+            *sqlite_worklist.TABLES,
+        )
         for statement in tables:
             db.execute(statement)
         if version < SCHEMA_VERSION:
             sqlite_journal.backfill(db)
+            sqlite_worklist.backfill(db)
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.execute("COMMIT")
     except BaseException:
@@ -185,7 +194,8 @@ def save(db: sqlite3.Connection, record: EffectRecord, expires_ms: int) -> None:
 def append_event(
     db: sqlite3.Connection, record: EffectRecord, type_: EventType, now_ms: int
 ) -> None:
-    """Add the record's current state to the outbox."""
+    """Add the record's current state to the outbox; its agent goes on delivery's worklist."""
+    sqlite_worklist.add(db, record.key.agent, Work.DELIVERY)
     meta = record.meta
     db.execute(
         "INSERT INTO events (agent, effect_id, type, batch, tool_call, action, upstream, method,"

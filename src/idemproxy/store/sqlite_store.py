@@ -21,6 +21,7 @@ from idemproxy.store import sqlite_control as control
 from idemproxy.store import sqlite_journal as journal
 from idemproxy.store import sqlite_safety as safety
 from idemproxy.store import sqlite_schema as schema
+from idemproxy.store import sqlite_worklist as worklist
 from idemproxy.store.base import StoreCorrupt, StoreUnavailable
 from idemproxy.store.clock import SteadyClock
 from idemproxy.store.control import AgentControl, Pause, written_pause
@@ -51,6 +52,7 @@ from idemproxy.store.records import (
     Settlement,
 )
 from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerCheck
+from idemproxy.store.work import Forgotten, Work
 
 T = TypeVar("T")
 
@@ -245,6 +247,15 @@ class SQLiteStore:
 
     async def list_agents(self) -> list[str]:
         return await self._run(journal.list_agents)
+
+    async def list_busy_agents(self, work: Work) -> list[str]:
+        return await self._run(lambda db: worklist.list_busy(db, work))
+
+    async def forget_agents(self) -> Forgotten:
+        def forget(db: sqlite3.Connection, now_ms: int) -> Forgotten:
+            return Forgotten(idle=worklist.forget_idle(db, now_ms))
+
+        return await self._run(lambda db: self._write(db, lambda now: forget(db, now)))
 
     async def sweep_expired(self, agent: str, limit: int = 100) -> list[EffectRecord]:
         def sweep(db: sqlite3.Connection, now_ms: int) -> list[EffectRecord]:
