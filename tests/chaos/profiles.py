@@ -12,7 +12,14 @@ from dataclasses import replace
 
 from tests.support.agents import AgentPlan
 from tests.support.chaos import ChaosProfile
-from tests.support.faults import CLUSTER_FAULTS, PROXY_FAULTS, REDIS_FAULTS, FaultKind, FaultPlan
+from tests.support.faults import (
+    CLUSTER_FAULTS,
+    PROXY_FAULTS,
+    REDIS_FAULTS,
+    SENTINEL_FAULTS,
+    FaultKind,
+    FaultPlan,
+)
 
 UPSTREAM_RATES = {"429": 0.03, "503": 0.02, "500": 0.02, "drop": 0.02, "hang": 0.02}
 SOAK_UPSTREAM_RATES = {"429": 0.04, "503": 0.03, "500": 0.03, "drop": 0.03, "hang": 0.03}
@@ -90,6 +97,27 @@ def cluster_profile() -> ChaosProfile:
             [*CLUSTER_FAULTS, FaultKind.PROXY_KILL, FaultKind.PROXY_PAUSE],
             interval_s=1.0,
             outage_s=(0.2, 0.8),
+            pause_s=(1.2, 1.6),
+        ),
+        upstream_rates=UPSTREAM_RATES,
+    )
+    return soaked(short, soak_s() / 3, agents=12)
+
+
+def sentinel_profile() -> ChaosProfile:
+    """Two proxies on a Sentinel set that fails over: the first time with the replica cut off,
+    so the master acknowledges claims the replica never gets; claims wait for the replica."""
+    short = ChaosProfile(
+        name="sentinel",
+        duration_s=15,
+        request_budget=5_000,
+        agents=8,
+        proxies=2,
+        agent_plan=AgentPlan(),
+        fault_plan=FaultPlan(
+            [*SENTINEL_FAULTS, FaultKind.PROXY_KILL, FaultKind.PROXY_PAUSE],
+            interval_s=2.0,
+            outage_s=(0.3, 1.0),
             pause_s=(1.2, 1.6),
         ),
         upstream_rates=UPSTREAM_RATES,

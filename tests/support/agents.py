@@ -31,7 +31,13 @@ import aiohttp
 import orjson
 
 RETRY_OUTCOMES = frozenset(
-    {"store-unavailable", "shutting-down", "request-in-progress", "upstream-unreachable"}
+    {
+        "store-unavailable",
+        "store-not-replicated",
+        "shutting-down",
+        "request-in-progress",
+        "upstream-unreachable",
+    }
 )
 UNKNOWN_OUTCOMES = frozenset({"outcome-unknown", "upstream-timeout", "upstream-disconnected"})
 # A request worded anew for a tool call that already acted: the answer says what it did.

@@ -33,6 +33,7 @@ from tests.support.cluster import LocalCluster
 from tests.support.faults import FaultInjector, FaultPlan
 from tests.support.fleet import ChaosUpstream, DurableRedis, FleetProxy, write_proxy_config
 from tests.support.processes import Process, running
+from tests.support.sentinel import SentinelSet
 
 LEASE_MS = 1000
 COALESCE_WAIT_MS = 1500
@@ -65,6 +66,7 @@ class Fleet:
     redis: DurableRedis | None
     store_url: str
     cluster: LocalCluster | None = None
+    sentinel: SentinelSet | None = None
 
 
 @contextlib.contextmanager
@@ -74,11 +76,13 @@ def fleet(
     *,
     redis: DurableRedis | None = None,
     cluster: LocalCluster | None = None,
+    sentinel: SentinelSet | None = None,
+    store_query: str = "",
 ) -> Iterator[Fleet]:
     """Start the upstream, ``redis`` (if given) and ``proxies`` proxies; stop them all after.
 
-    The store is ``redis``, else ``cluster`` (which the caller runs), else one SQLite file that
-    all proxies share.
+    The store is ``redis``, else ``cluster`` or ``sentinel`` (which the caller runs), else one
+    SQLite file that all proxies share; ``store_query`` is appended to its URL.
     """
     upstream = ChaosUpstream(workdir)
     store_url = f"sqlite:///{workdir / 'effects.db'}"
@@ -86,6 +90,9 @@ def fleet(
         store_url = redis.url
     elif cluster is not None:
         store_url = cluster.url
+    elif sentinel is not None:
+        store_url = sentinel.url
+    store_url += store_query
     config = write_proxy_config(
         workdir / "idemproxy.yaml",
         upstream.url,
@@ -99,7 +106,7 @@ def fleet(
     ]
     processes: list[Process] = [upstream, *([redis] if redis else []), *served]
     with running(*processes):
-        yield Fleet(upstream, served, redis, store_url, cluster)
+        yield Fleet(upstream, served, redis, store_url, cluster, sentinel)
 
 
 @dataclass
@@ -116,7 +123,13 @@ async def run_chaos(fleet: Fleet, profile: ChaosProfile) -> ChaosResult:
     )
     journal = Journal(budget=profile.request_budget)
     injector = FaultInjector(
-        profile.fault_plan, fleet.proxies, fleet.redis, profile.seed, fleet.cluster
+        profile.fault_plan,
+        fleet.proxies,
+        fleet.redis,
+        profile.seed,
+        fleet.cluster,
+        fleet.sentinel,
+        fleet.store_url,
     )
     urls = [proxy.url for proxy in fleet.proxies]
     connector = aiohttp.TCPConnector(limit=0, force_close=True)
@@ -170,6 +183,8 @@ def _figures(
         "applied_at_upstream": report.applied,
         "final_states": dict(sorted(report.states.items())),
         "faults_injected": dict(sorted((injector.injected + Counter(ledger.faults)).items())),
+        "replica_links_cut": injector.links_cut,
+        "store_losses_acknowledged": injector.losses_acknowledged,
         "late_writes_fenced": sum(p.output().count("late write dropped") for p in fleet.proxies),
         "events_delivered": sum(len(set(map(tuple, got))) for got in ledger.controller.values()),
         "events_redelivered": report.redelivered,

@@ -9,16 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import random
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
+
+import orjson
 
 from tests.support.cluster import LocalCluster
 from tests.support.fleet import DurableRedis, FleetProxy
+from tests.support.sentinel import SentinelSet
 
 
 class FaultKind(StrEnum):
@@ -31,6 +37,8 @@ class FaultKind(StrEnum):
     CLUSTER_FAILOVER = "cluster_failover"  # a replica takes over its master's slots on request
     CLUSTER_RESTART = "cluster_master_restart"  # a master killed and restarted within its timeout
     CLUSTER_MASTER_LOST = "cluster_master_lost"  # a master killed until its replica is promoted
+    # Sentinel: the replica's link cut (the first time), the master killed, the replica promoted
+    SENTINEL_FAILOVER = "sentinel_failover"
 
     @property
     def target(self) -> str:
@@ -39,6 +47,16 @@ class FaultKind(StrEnum):
 
 # A proxy told to stop (shutdown_timeout_s is 2 s in the chaos config) must be gone by then.
 STOP_BOUND_S = 15.0
+# Three of the proxies' store checks (store_safety.check_interval_s is 2 s).
+LOSS_SEEN_WITHIN_S = 6.0
+
+
+def idemproxy(*args: str) -> bytes:
+    """The installed ``idemproxy`` command's output; it must succeed."""
+    script = shutil.which("idemproxy", path=str(Path(sys.executable).parent))
+    assert script is not None, "install the package first: pip install -e '.[dev]'"
+    return subprocess.run([script, *args], check=True, capture_output=True, timeout=30).stdout
+
 
 PROXY_FAULTS = (FaultKind.PROXY_KILL, FaultKind.PROXY_TERM, FaultKind.PROXY_PAUSE)
 REDIS_FAULTS = (FaultKind.REDIS_TERM, FaultKind.REDIS_KILL, FaultKind.REDIS_FULL)
@@ -47,6 +65,7 @@ CLUSTER_FAULTS = (
     FaultKind.CLUSTER_RESTART,
     FaultKind.CLUSTER_MASTER_LOST,
 )
+SENTINEL_FAULTS = (FaultKind.SENTINEL_FAILOVER,)
 
 
 @dataclass(frozen=True)
@@ -65,11 +84,17 @@ class FaultInjector:
         redis: DurableRedis | None,
         seed: int,
         cluster: LocalCluster | None = None,
+        sentinel: SentinelSet | None = None,
+        store_url: str = "",
     ) -> None:
         self.plan = plan
         self.proxies = proxies
         self.redis = redis
         self.cluster = cluster
+        self.sentinel = sentinel
+        self.store_url = store_url
+        self.links_cut = 0
+        self.losses_acknowledged = 0
         self.rng = random.Random(seed)
         self.injected: Counter[str] = Counter()
         self.covered = asyncio.Event()  # set once every planned kind has happened
@@ -108,6 +133,11 @@ class FaultInjector:
         elif kind in CLUSTER_FAULTS:
             assert self.cluster is not None
             await asyncio.to_thread(self._cluster_fault, self.cluster, kind)
+        elif kind in SENTINEL_FAULTS:
+            assert self.sentinel is not None
+            cut_for_s = self.rng.uniform(*self.plan.outage_s)
+            self.links_cut += await asyncio.to_thread(self.sentinel.fail_over, cut_for_s)
+            self.losses_acknowledged += await asyncio.to_thread(self._acknowledge_loss)
         else:
             await self._proxy_fault(kind)
 
@@ -145,6 +175,24 @@ class FaultInjector:
             await asyncio.to_thread(redis.stop)
         await asyncio.sleep(self.rng.uniform(*self.plan.outage_s))
         await asyncio.to_thread(redis.start)
+
+    def _acknowledge_loss(self) -> bool:
+        """What an operator does after a failover that lost writes: the proxies refuse effects
+        (store-records-lost) until told that what was lost has been looked at. With claims
+        waiting for the replica, only outcomes can be lost (they turn unknown), never a claim
+        an upstream saw, so it is acknowledged at once, through the CLI as a user would."""
+        deadline = time.monotonic() + LOSS_SEEN_WITHIN_S
+        while time.monotonic() < deadline:
+            status = orjson.loads(idemproxy("store", "status", "--json", "--store", self.store_url))
+            if status["status"] == "records-lost":
+                note = "failover: claims waited for the replica"
+                idemproxy(
+                    "store", "acknowledge-loss", "--store", self.store_url,
+                    "--actor", "chaos-operator", "--note", note,
+                )  # fmt: skip
+                return True
+            time.sleep(0.5)
+        return False
 
     def _cluster_fault(self, cluster: LocalCluster, kind: FaultKind) -> None:
         if kind is FaultKind.CLUSTER_FAILOVER:

@@ -40,6 +40,10 @@ class Forwarder:
     ) -> None:
         self.close()
 
+    @property
+    def is_cut(self) -> bool:
+        return self._cut
+
     def cut(self) -> None:
         """Drop every relayed connection and refuse new ones until :meth:`mend`."""
         with self._lock:

@@ -66,6 +66,10 @@ class Node(RedisServer):
         if master_port is not None:
             self.args += ["--replicaof", "127.0.0.1", str(master_port)]
 
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
     def role(self) -> str:
         return str(info(self.port, "replication")["role"])
 

@@ -11,6 +11,7 @@ import contextlib
 import functools
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,30 @@ class SentinelSet(ReplicatedPair):
             promoted = functools.partial(sentinel.names_master, self.replica.port)
             wait_until(f"sentinel {sentinel.port} names the replica master", promoted)
         wait_until("the replica serves as master", lambda: self.replica.role() == "master")
+
+    def fail_over(self, cut_for_s: float) -> bool:
+        """Whichever node is master now dies and the other is promoted; the dead one then comes
+        back, empty, as the new master's replica. The first time, the replica's link is cut
+        ``cut_for_s`` before, so the master acknowledges writes the replica never sees; after
+        that the nodes are linked directly. Returns whether the link was cut."""
+        nodes = (self.master, self.replica)
+        master = next(node for node in nodes if node.alive and node.role() == "master")
+        survivor = self.replica if master is self.master else self.master
+        cut = master is self.master and not self.link.is_cut
+        if cut:
+            self.link.cut()
+            time.sleep(cut_for_s)
+        master.kill()
+        for sentinel in self.sentinels:
+            promoted = functools.partial(sentinel.names_master, survivor.port)
+            wait_until(f"sentinel {sentinel.port} names {survivor.port} master", promoted)
+        wait_until("the survivor serves as master", lambda: survivor.role() == "master")
+        # The link leads to the first master's port: to the survivor from now on, when that is
+        # the first master, which is where the restarted replica looks for it.
+        self.link.mend()
+        master.start()
+        wait_until("the old master syncs as a replica", master.linked)
+        return cut
 
     def rejoin_old_master(self) -> None:
         """Restart the killed master, empty; the Sentinels turn it into the new master's
