@@ -176,6 +176,9 @@ class InstrumentedStore:
     async def check_marker(self, seen: Marker | None) -> MarkerCheck:
         return await self._timed("marker", lambda: self.inner.check_marker(seen))
 
+    def expect_marker(self, marker: Marker | None) -> None:
+        self.inner.expect_marker(marker)
+
     async def record_loss(self, kind: LossKind, detail: str) -> Loss:
         return await self._timed("marker", lambda: self.inner.record_loss(kind, detail))
 

@@ -146,6 +146,7 @@ class StoreGuard:
         risks = findings(durability, self._settings, self._store.backend)
         await self._count_evictions(durability)
         found = await self._store.check_marker(self._seen)
+        self._store.expect_marker(found.marker if found.loss is None else None)
         if found.loss is None:
             self._seen = found.marker
             if found.created and self._reports and await self._store.list_agents():

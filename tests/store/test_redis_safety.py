@@ -12,9 +12,12 @@ import pytest
 import redis
 from redis.asyncio import Redis
 
+from idemproxy.store.base import StoreUnavailable
+from idemproxy.store.records import RecordKey
 from idemproxy.store.redis_store import RedisStore
 from idemproxy.store.safety import LossKind
 from tests.store.conftest import RedisServer, free_port
+from tests.store.test_contract import claim_request, completed
 from tests.support.cluster import LocalCluster
 
 pytestmark = pytest.mark.redis
@@ -123,6 +126,30 @@ async def test_a_restart_without_persistence_is_a_loss(
     assert found.loss is not None
     assert found.loss.kind is LossKind.MARKER_GONE
     assert (await store.durability()).server_id != run_id
+
+
+async def test_a_claim_on_a_store_emptied_since_the_last_check_is_refused_unwritten(
+    store: RedisStore, redis_server: RedisServer
+) -> None:
+    # Between two checks of the guard a Redis emptied (or restarted without its data while
+    # this proxy held no connection to it, so that no error told it) looks like a store where
+    # nothing happened yet: the claim itself must notice.
+    key = RecordKey("agent", "charge-1")
+    store.expect_marker((await store.check_marker(None)).marker)
+    fence = (await store.claim(claim_request(key))).fence
+    assert await store.settle(key, fence, completed())
+    other = Redis.from_url(redis_server.url)
+    await other.flushall()
+    await other.aclose()
+
+    with pytest.raises(StoreUnavailable, match="marker"):
+        await store.claim(claim_request(key))
+
+    assert await store.get(key) is None  # nothing was written
+    found = await store.check_marker(None)
+    assert found.created  # the check finds the store unmarked, as the guard then reports
+    store.expect_marker(found.marker)
+    assert (await store.claim(claim_request(key))).claimed
 
 
 async def test_a_restart_from_an_older_snapshot_is_a_loss(

@@ -242,6 +242,18 @@ class Store(Protocol):
         """
         ...
 
+    def expect_marker(self, marker: Marker | None) -> None:
+        """From now on, claim only while the store's marker is ``marker`` (None: any).
+
+        Checks find a store emptied since the last one only at the next; a claim on it in
+        between would take a forgotten effect's key as new. The Redis store compares the
+        marker's epoch inside each claim's script and raises :class:`StoreUnavailable`, before
+        anything is written, when it differs (not on Redis Cluster, where the marker lives in
+        another slot than the agent's keys). The other stores keep nothing a restart empties
+        without the file going too, which the checks see.
+        """
+        ...
+
     async def record_loss(self, kind: LossKind, detail: str) -> Loss:
         """Keep a loss found by other means than the marker, and log it; if one stands
         already, that one is returned and nothing changes."""

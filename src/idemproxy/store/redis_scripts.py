@@ -98,17 +98,25 @@ end
 """
 
 # KEYS: record, outbox, unknown zset, batch set of the request's batch, leases zset, control,
-#       the agent's fence counter, its delivery cursor.
+#       the agent's fence counter, its delivery cursor, and (except on Redis Cluster, where it
+#       lives in another slot) the store's marker.
 # ARGV: effect id, fingerprint, lease ms, ttl ms, batch, tool call, action, upstream, method,
 #       path, event retention ms, reason written when an expired lease is found, ignore the
-#       agent's pause ('1' or '0'), take a freed key under another fingerprint ('1' or '0').
+#       agent's pause ('1' or '0'), take a freed key under another fingerprint ('1' or '0'),
+#       the marker's epoch the proxy last saw ('' to not compare).
 # Returns {1, fence} when claimed, else {0, fence, HGETALL of the record}: the caller gets the
 # standing record, body included, in the same round trip, so a replay costs one. A claim that
 # would take the key of a paused agent returns {2, fence, origin, reason, actor, since}: the
-# pause check rides on the claim, so it costs no round trip of its own.
+# pause check rides on the claim, so it costs no round trip of its own. A store whose marker is
+# not the one the proxy last saw (it was emptied, or restarted without its data, since) returns
+# {3} before anything is read or written: on such a store a repeat of a forgotten effect would
+# look new.
 CLAIM = (
     _PRELUDE
     + """
+if ARGV[15] ~= '' and redis.call('HGET', KEYS[9], 'epoch') ~= ARGV[15] then
+  return {3}
+end
 local record, stream, unknown, batch_set, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local effect_id, fingerprint = ARGV[1], ARGV[2]
 local lease_ms, ttl_ms, retention_ms = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[11])

@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store import layout, redis_client, redis_durability, redis_scripts, replicas
-from idemproxy.store.base import InvalidStoreURL, StoreCorrupt
+from idemproxy.store.base import InvalidStoreURL, StoreCorrupt, StoreUnavailable
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.records import (
     ClaimRequest,
@@ -100,6 +100,7 @@ class RedisStore(RedisControl):
         self._fetch_batch = client.register_script(redis_scripts.FETCH_BATCH)
         self._sweep = client.register_script(redis_scripts.SWEEP)
         self._marker = RedisMarker(client)
+        self._expected_epoch = ""  # the marker's, as the last check saw it: see expect_marker
         agents = RedisAgents(
             client, pipeline=pipeline, listing_grace_s=listing_grace_s, registry_cap=registry_cap
         )
@@ -171,6 +172,9 @@ class RedisStore(RedisControl):
             layout.fence_key(key.agent),
             layout.cursor_key(key.agent),
         ]
+        epoch = self._expected_epoch
+        if epoch:
+            keys.append(layout.MARKER_KEY)
         args: list[ScriptArg] = [
             key.effect_id,
             request.fingerprint,
@@ -186,6 +190,7 @@ class RedisStore(RedisControl):
             EXPIRED_LEASE_REASON,
             "1" if request.ignore_pause else "0",
             "1" if request.reworded_may_reclaim else "0",
+            epoch,
         ]
         waited: object = None
         with _translated("claim"):
@@ -199,6 +204,11 @@ class RedisStore(RedisControl):
                 reply, waited = await self.agents.listed(
                     key.agent, lambda: waited_claim(keys, args)
                 )
+        if int(reply[0]) == 3:
+            raise StoreUnavailable(
+                "the store's marker is not the one its last check found: it was emptied or"
+                " restarted without its data since, so nothing was claimed until it is checked"
+            )
         fence = int(reply[1])
         if int(reply[0]) == 1:
             wait = self._replica_wait
@@ -356,6 +366,10 @@ class RedisStore(RedisControl):
 
     async def check_marker(self, seen: Marker | None) -> MarkerCheck:
         return await self._marker.check(seen)
+
+    def expect_marker(self, marker: Marker | None) -> None:
+        if not isinstance(self._client, RedisCluster):
+            self._expected_epoch = marker.epoch if marker is not None else ""
 
     async def record_loss(self, kind: LossKind, detail: str) -> Loss:
         return await self._marker.record_loss(kind, detail)
