@@ -123,3 +123,23 @@ def sentinel_profile() -> ChaosProfile:
         upstream_rates=UPSTREAM_RATES,
     )
     return soaked(short, soak_s() / 3, agents=12)
+
+
+def store_loss_profile() -> ChaosProfile:
+    """Two proxies on a Redis that comes back empty after a restart, mid-run."""
+    short = ChaosProfile(
+        name="store_loss",
+        duration_s=10,
+        request_budget=4_000,
+        agents=8,
+        proxies=2,
+        agent_plan=AgentPlan(),
+        fault_plan=FaultPlan(
+            [FaultKind.REDIS_EMPTY, FaultKind.PROXY_KILL],
+            interval_s=4.0,
+            outage_s=(0.2, 0.6),
+            pause_s=(1.2, 1.6),
+        ),
+        upstream_rates=UPSTREAM_RATES,
+    )
+    return soaked(short, soak_s() / 6, agents=12)

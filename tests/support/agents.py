@@ -40,6 +40,8 @@ RETRY_OUTCOMES = frozenset(
     }
 )
 UNKNOWN_OUTCOMES = frozenset({"outcome-unknown", "upstream-timeout", "upstream-disconnected"})
+# The store lost records: every effect waits for an operator, as an unknown outcome does.
+LOST_OUTCOMES = frozenset({"store-records-lost"})
 # A request worded anew for a tool call that already acted: the answer says what it did.
 ALREADY_ACTED = "tool-call-already-acted"
 REQUEST_TIMEOUT_S = 15.0
@@ -49,6 +51,7 @@ class Verdict(StrEnum):
     DONE = "done"  # the effect's answer: forwarded, replayed or coalesced
     UNKNOWN = "unknown"  # it may have happened; never re-sent, waits for review
     RETRY = "retry"  # nothing a retry could repeat happened, or the proxy said come back
+    HELD = "held"  # the store lost records: nothing is sent until an operator says so
     ANOMALY = "anomaly"  # an answer the proxy should never give here
 
 
@@ -126,6 +129,8 @@ def verdict(status: int, outcome: str) -> Verdict:
         return Verdict.RETRY  # the upstream did not act and the proxy freed the key
     if outcome in UNKNOWN_OUTCOMES or (outcome == "forwarded" and status in (500, 503)):
         return Verdict.UNKNOWN
+    if outcome in LOST_OUTCOMES:
+        return Verdict.HELD
     return Verdict.ANOMALY
 
 

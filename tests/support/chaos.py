@@ -179,6 +179,7 @@ def _figures(
         "request_encodings": {str(k): v for k, v in sorted(journal.encodings.items())},
         "requests_reworded": journal.reworded,
         "requests_abandoned": journal.abandoned,
+        "refused_records_lost": journal.outcomes["503 store-records-lost"],
         "effects": report.effects,
         "applied_at_upstream": report.applied,
         "final_states": dict(sorted(report.states.items())),

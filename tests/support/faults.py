@@ -34,6 +34,7 @@ class FaultKind(StrEnum):
     REDIS_TERM = "redis_sigterm"  # Redis stopped cleanly, restarted from its append-only file
     REDIS_KILL = "redis_sigkill"  # Redis killed, restarted from its append-only file
     REDIS_FULL = "redis_memory_full"  # maxmemory reached under noeviction: every write refused
+    REDIS_EMPTY = "redis_restart_empty"  # Redis killed and restarted without its data
     CLUSTER_FAILOVER = "cluster_failover"  # a replica takes over its master's slots on request
     CLUSTER_RESTART = "cluster_master_restart"  # a master killed and restarted within its timeout
     CLUSTER_MASTER_LOST = "cluster_master_lost"  # a master killed until its replica is promoted
@@ -127,7 +128,7 @@ class FaultInjector:
                 self.covered.set()
 
     async def inject(self, kind: FaultKind) -> None:
-        if kind in REDIS_FAULTS:
+        if kind in (*REDIS_FAULTS, FaultKind.REDIS_EMPTY):
             assert self.redis is not None
             await self._outage_redis(self.redis, kind)
         elif kind in CLUSTER_FAULTS:
@@ -161,6 +162,11 @@ class FaultInjector:
         await asyncio.to_thread(proxy.start)
 
     async def _outage_redis(self, redis: DurableRedis, kind: FaultKind) -> None:
+        if kind is FaultKind.REDIS_EMPTY:
+            redis.lose_data()
+            await asyncio.sleep(self.rng.uniform(*self.plan.outage_s))
+            await asyncio.to_thread(redis.start)
+            return
         if kind is FaultKind.REDIS_FULL:
             # Memory pressure as a store configured for idemproxy meets it: with noeviction
             # Redis refuses writes (OOM) rather than evict, so effects fail closed until the

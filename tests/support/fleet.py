@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import signal
 import time
 import urllib.request
@@ -87,7 +88,14 @@ class DurableRedis(RedisServer):
     def __init__(self, log_dir: Path, port: int | None = None) -> None:
         super().__init__(log_dir, port)
         self.args[self.args.index("--appendonly") + 1] = "yes"
-        self.args += ["--appendfsync", "always"]
+        self.aof_dir = log_dir / f"aof-{self.port}"
+        self.args += ["--appendfsync", "always", "--appenddirname", self.aof_dir.name]
+
+    def lose_data(self) -> None:
+        """Kill it and delete its append-only file: it comes back empty, as a Redis without a
+        volume (or without persistence) does after a restart."""
+        self.kill()
+        shutil.rmtree(self.aof_dir, ignore_errors=True)
 
     @property
     def running(self) -> bool:
