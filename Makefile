@@ -33,9 +33,10 @@ test: dev  ## lint, types, and the whole suite against a real Redis
 	$(BIN)/mypy src tests
 	$(BIN)/pytest -q
 
-soak: dev  ## the long fault run (SOAK_S seconds of traffic on Redis, a third on SQLite and Cluster)
+soak: dev  ## the long fault run (SOAK_S seconds of traffic on Redis, a third on SQLite, Cluster and Sentinel, a sixth on a Redis that loses its data)
 	IDEMPROXY_CHAOS_PROFILE=soak IDEMPROXY_SOAK_S=$(or $(SOAK_S),600) \
-		$(BIN)/pytest -q -s -p no:cacheprovider tests/chaos/test_chaos.py tests/cluster
+		$(BIN)/pytest -q -s -p no:cacheprovider tests/chaos/test_chaos.py tests/cluster \
+		tests/chaos/test_sentinel.py tests/chaos/test_store_loss.py
 
 serve: install  ## run the proxy on the embedded store: make serve UPSTREAM=name=https://api...
 	$(BIN)/idemproxy serve $(if $(UPSTREAM),--upstream $(UPSTREAM),--config examples/idemproxy.yaml)
