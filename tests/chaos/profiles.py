@@ -126,7 +126,12 @@ def sentinel_profile() -> ChaosProfile:
 
 
 def store_loss_profile() -> ChaosProfile:
-    """Two proxies on a Redis that comes back empty after a restart, mid-run."""
+    """Two proxies on a Redis that comes back empty after a restart, once, mid-run.
+
+    The proxies are paused past their leases rather than killed: a proxy restarted onto a store
+    emptied before a running one recorded the loss marks it anew (docs/reliability.md says so),
+    which is a limit of any record kept in the store, not what this run measures.
+    """
     short = ChaosProfile(
         name="store_loss",
         duration_s=10,
@@ -135,10 +140,11 @@ def store_loss_profile() -> ChaosProfile:
         proxies=2,
         agent_plan=AgentPlan(),
         fault_plan=FaultPlan(
-            [FaultKind.REDIS_EMPTY, FaultKind.PROXY_KILL],
+            [FaultKind.REDIS_EMPTY, FaultKind.PROXY_PAUSE],
             interval_s=4.0,
             outage_s=(0.2, 0.6),
             pause_s=(1.2, 1.6),
+            once=frozenset({FaultKind.REDIS_EMPTY}),
         ),
         upstream_rates=UPSTREAM_RATES,
     )

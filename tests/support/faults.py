@@ -75,6 +75,7 @@ class FaultPlan:
     interval_s: float  # mean pause between faults
     outage_s: tuple[float, float]  # how long a killed or stopped process stays down
     pause_s: tuple[float, float]  # how long a paused proxy stays frozen
+    once: frozenset[FaultKind] = frozenset()  # kinds that happen once per run, not in rounds
 
 
 class FaultInjector:
@@ -122,6 +123,10 @@ class FaultInjector:
             except TimeoutError:
                 pass
             kind = next(order)
+            if kind in self.plan.once and self.injected[kind]:
+                if set(kinds) <= self.plan.once:
+                    return  # this target's faults have all happened
+                continue
             await self.inject(kind)
             self.injected[kind] += 1
             if set(self.plan.kinds) <= set(self.injected):
