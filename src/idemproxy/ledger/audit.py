@@ -8,8 +8,6 @@ slot may both pass, which is fine for a brake on runaway automation.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from enum import StrEnum
 
 from idemproxy.errors import ProblemCode, RequestRefused
@@ -34,17 +32,19 @@ class AuditAction(StrEnum):
 class ActionLimit:
     """At most ``per_minute`` recovery actions per agent in any minute."""
 
-    def __init__(
-        self, store: Store, per_minute: int, clock_ms: Callable[[], int] | None = None
-    ) -> None:
+    def __init__(self, store: Store, per_minute: int) -> None:
         self._store = store
         self._per_minute = per_minute
-        self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
 
     async def check(self, agent: str) -> None:
-        """Raise ``rate-limited`` (with Retry-After) if the agent used up this minute."""
+        """Raise ``rate-limited`` (with Retry-After) if the agent used up this minute.
+
+        The window is measured by the store's clock, which stamped the audit entries: this
+        host's may differ from it (docs/reliability.md, "One clock per store")."""
         recent = await self._store.read_audit(agent, limit=self._per_minute)
-        window_start_ms = self._clock_ms() - WINDOW_MS
+        if len(recent) < self._per_minute:
+            return
+        window_start_ms = await self._store.now_ms() - WINDOW_MS
         if len(recent) < self._per_minute or recent[0].ts_ms <= window_start_ms:
             return
         retry_after_s = max(1, -(-(recent[0].ts_ms - window_start_ms) // 1000))
