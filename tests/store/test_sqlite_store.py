@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from idemproxy.store import sqlite_schema
 from idemproxy.store.base import StoreCorrupt, StoreUnavailable
 from idemproxy.store.records import EventType, RecordKey, RecordState
 from idemproxy.store.sqlite_store import SQLiteStore
@@ -144,3 +145,27 @@ async def test_an_event_id_from_elsewhere_is_rejected(tmp_path: Path) -> None:
             await store.read_events("agent", after="1700000000000-0")
     finally:
         await store.close()
+
+
+def test_processes_opening_a_new_file_at_once_all_open_it(tmp_path: Path) -> None:
+    # Switching a new file to WAL takes a lock that SQLite does not wait for: a second process
+    # opening the file in that moment was told "database is locked" at once (workers starting
+    # together, a proxy and the CLI).
+    for round_ in range(30):
+        path = tmp_path / f"new-{round_}.db"
+        start = threading.Barrier(6)
+        failures: list[BaseException] = []
+
+        def open_it(path: Path = path, start: threading.Barrier = start) -> None:
+            start.wait()
+            try:
+                sqlite_schema.connect(path, 5_000).close()
+            except sqlite3.Error as exc:
+                failures.append(exc)
+
+        threads = [threading.Thread(target=open_it) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert failures == []

@@ -18,6 +18,7 @@ agents' controls of :mod:`.sqlite_control` and the store's marker of :mod:`.sqli
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,7 @@ def connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
         db.row_factory = sqlite3.Row
         db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         # WAL lets readers (other proxies, the CLI) run while one process writes.
-        db.execute("PRAGMA journal_mode = WAL")
+        _switch_to_wal(db, busy_timeout_ms)
         # FULL syncs the WAL at every commit. NORMAL would be faster but a power cut could then
         # lose the last commits: a completed effect forgotten is an effect done twice on retry.
         db.execute("PRAGMA synchronous = FULL")
@@ -110,6 +111,26 @@ def connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
         db.close()
         raise
     return db
+
+
+def _switch_to_wal(db: sqlite3.Connection, busy_timeout_ms: int) -> None:
+    """``PRAGMA journal_mode = WAL``, waiting out another process doing the same.
+
+    The switch of a new file takes a lock SQLite's busy timeout does not wait for: a second
+    process opening the file in that moment (workers starting together, a proxy and the CLI)
+    would be told "database is locked" at once. It is tried again until the busy timeout.
+    """
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    pause_s = 0.001
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause_s > deadline:
+                raise
+        time.sleep(pause_s)
+        pause_s = min(pause_s * 2, 0.05)
 
 
 def clock_offset(db: sqlite3.Connection) -> int:
