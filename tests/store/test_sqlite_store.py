@@ -156,7 +156,11 @@ def test_processes_opening_a_new_file_at_once_all_open_it(tmp_path: Path) -> Non
         start = threading.Barrier(6)
         failures: list[BaseException] = []
 
-        def open_it(path: Path = path, start: threading.Barrier = start) -> None:
+        def open_it(
+            path: Path = path,
+            start: threading.Barrier = start,
+            failures: list[BaseException] = failures,
+        ) -> None:
             start.wait()
             try:
                 sqlite_schema.connect(path, 5_000).close()
