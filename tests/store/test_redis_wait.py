@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -137,9 +138,23 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
     try:
         cluster.start()
         cluster.wait_ok()
+        wait_replicated(cluster)
         yield cluster
     finally:
         cluster.stop()
+
+
+def wait_replicated(cluster: LocalCluster, timeout_s: float = 30.0) -> None:
+    """Until every master has its replica streaming: a cluster serves all its slots before
+    the replicas have attached, and a claim that waits for one would not be confirmed."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        masters = cluster.by_role("master")
+        if len(masters) == 3 and all(acknowledged(master.port) for master in masters):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the cluster's replicas are not all streaming after {timeout_s} s")
+        time.sleep(0.05)
 
 
 @pytest.mark.timeout(90)
@@ -168,6 +183,16 @@ async def test_on_a_cluster_the_wait_follows_the_slot_wherever_it_moves(
         assert (moved.claimed, moved.unreplicated) == (True, None)
     finally:
         await store.close()
+
+
+def acknowledged(port: int) -> bool:
+    """Whether a replica of the master on ``port`` answers its ``WAIT`` within 100 ms."""
+    client = redis.Redis(port=port, socket_timeout=1)
+    try:
+        found = client.execute_command("WAIT", 1, 100)  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+    finally:
+        client.close()
+    return int(found) >= 1
 
 
 def serves(port: int, key: str) -> bool:
