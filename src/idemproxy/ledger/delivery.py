@@ -24,7 +24,6 @@ import logging
 import os
 import random
 import socket
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from idemproxy.config import ControllerConfig
 from idemproxy.ledger import documents, signature
 from idemproxy.metrics import Metrics
 from idemproxy.store.base import Store, StoreError
+from idemproxy.store.clock import wall_ms
 from idemproxy.store.journal import DeliveryCursor
 from idemproxy.store.records import EffectEvent
 from idemproxy.store.work import Work
@@ -101,7 +101,7 @@ class Delivery:
         self._secret = settings.secret.get_secret_value()
         self._metrics = metrics
         self.owner = owner or default_owner()
-        self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._clock_ms = clock_ms or wall_ms
         self._jitter = jitter
         self._lease_ms = int(settings.timeout_s * LEASE_TIMEOUTS * 1000)
         # Agent -> until when its cursor may carry this process's lease. A lapsed lease needs no

@@ -19,7 +19,6 @@ agent and is written to the audit log in the same step as its changes.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -31,6 +30,7 @@ from idemproxy.ledger.audit import ActionLimit, AuditAction
 from idemproxy.ledger.progress import Abandonment, BatchProgress, RecoveryStrategy, batch_progress
 from idemproxy.ledger.review import not_found
 from idemproxy.store.base import Store
+from idemproxy.store.clock import wall_ms
 from idemproxy.store.journal import AuditEntry, FreedRecord
 from idemproxy.store.records import EffectRecord, RecordState
 
@@ -92,7 +92,7 @@ class Recovery:
             archive = orjson.dumps(
                 {
                     "actor": actor,
-                    "abandoned_ms": time.time_ns() // 1_000_000,
+                    "abandoned_ms": wall_ms(),
                     "note": note,
                     "progress": documents.value(progress),
                 }

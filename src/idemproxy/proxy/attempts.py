@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 
 from idemproxy.store.base import Store
+from idemproxy.store.clock import wall_ms
 from idemproxy.store.records import RecordKey, RecordState
 
 _POLL_FIRST_S = 0.005
@@ -55,5 +55,5 @@ class Attempts:
             if record is None or record.state is not RecordState.IN_FLIGHT:
                 return
             # The holder died: the claim that follows will find out and mark it unknown.
-            if record.lease_expires_ms <= time.time_ns() // 1_000_000:
+            if record.lease_expires_ms <= wall_ms():
                 return

@@ -27,6 +27,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store import layout, redis_agent_scripts
+from idemproxy.store.clock import wall_ms
 from idemproxy.store.journal import AUDIT_RETENTION_S
 from idemproxy.store.redis_pipeline import PipelinedRedis, PipelinedScript
 from idemproxy.store.work import Forgotten, Work
@@ -93,9 +94,9 @@ class RedisAgents:
         if listed_at is not None:
             return listed_at
         if self._pipeline is None:
-            seen = self._client.zadd(layout.AGENTS_KEY, {agent.encode(): _now_ms()})
+            seen = self._client.zadd(layout.AGENTS_KEY, {agent.encode(): wall_ms()})
         else:
-            seen = self._pipeline.execute("ZADD", layout.AGENTS_KEY, _now_ms(), agent)
+            seen = self._pipeline.execute("ZADD", layout.AGENTS_KEY, wall_ms(), agent)
         await asyncio.gather(seen, self._list_now(keys=_WORKLISTS, args=[agent]))
         self._listed[agent] = now
         return now
@@ -116,7 +117,7 @@ class RedisAgents:
 
     async def list_agents(self) -> list[str]:
         members: Any
-        await self._client.zremrangebyscore(layout.AGENTS_KEY, "-inf", _now_ms() - FORGET_AFTER_MS)
+        await self._client.zremrangebyscore(layout.AGENTS_KEY, "-inf", wall_ms() - FORGET_AFTER_MS)
         members = await self._client.zrange(layout.AGENTS_KEY, 0, -1)
         return sorted(_decoded(members))
 
@@ -126,7 +127,7 @@ class RedisAgents:
 
     async def forget_agents(self) -> Forgotten:
         over_cap = await self._trim(
-            keys=[layout.AGENTS_KEY], args=[_now_ms() - FORGET_AFTER_MS, self._registry_cap]
+            keys=[layout.AGENTS_KEY], args=[wall_ms() - FORGET_AFTER_MS, self._registry_cap]
         )
         if not self._seeded:
             await self._seed()
@@ -180,10 +181,6 @@ class RedisAgents:
         held = sum(1 for _, score in page if score == last)
         self._walk_skip = held + (self._walk_skip if last == self._walk_score else 0)
         self._walk_score = last
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _decoded(members: Sequence[bytes]) -> list[str]:

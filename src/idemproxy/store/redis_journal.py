@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +16,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store import layout, redis_scripts
 from idemproxy.store.base import StoreCorrupt
+from idemproxy.store.clock import wall_ms
 from idemproxy.store.journal import (
     ARCHIVE_RETENTION_S,
     AUDIT_RETENTION_S,
@@ -123,7 +123,7 @@ class RedisJournal:
         reply: Any
         with translated("append_audit"):
             async with self._client.pipeline(transaction=False) as pipe:
-                minid = _now_ms() - AUDIT_RETENTION_S * 1000
+                minid = wall_ms() - AUDIT_RETENTION_S * 1000
                 pipe.xadd(stream, fields, minid=minid, approximate=True)  # type: ignore[arg-type]
                 pipe.pexpire(stream, AUDIT_RETENTION_S * 1000)
                 reply = await pipe.execute()
@@ -179,10 +179,6 @@ def audit_args(audit: AuditEntry | None) -> list[str | int]:
         audit.after,
         audit.note,
     ]
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _stamped(entry: AuditEntry, entry_id: str) -> AuditEntry:

@@ -11,7 +11,6 @@ loop) and come back by themselves when Redis does.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol
 
@@ -20,6 +19,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store import layout, redis_client, redis_durability, redis_scripts, replicas
 from idemproxy.store.base import InvalidStoreURL, StoreCorrupt, StoreUnavailable
+from idemproxy.store.clock import wall_ms
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.records import (
     ClaimRequest,
@@ -348,9 +348,7 @@ class RedisStore(RedisControl):
         leases = layout.leases_key(agent)
         ids: Any
         with _translated("sweep_expired"):
-            ids = await self._client.zrangebyscore(
-                leases, "-inf", time.time_ns() // 1_000_000, start=0, num=limit
-            )
+            ids = await self._client.zrangebyscore(leases, "-inf", wall_ms(), start=0, num=limit)
             if not ids:
                 return []
             keys = [leases, layout.outbox_key(agent), layout.unknown_key(agent)]
