@@ -14,7 +14,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.support.processes import FakeUpstream, RedisServer, ServedProxy, running
+from tests.support.processes import FakeUpstream, ServedProxy, running
 
 pytestmark = pytest.mark.e2e
 
@@ -28,24 +28,14 @@ TOOL_CALL = {"Idem-Agent": "agent-1", "Idem-Batch": "batch-1", "Idem-Tool-Call":
 SLOW_STREAM = "/up/api/sse?events=5&gap_ms=1000"
 
 
-@pytest.fixture(params=["sqlite", "redis"])
-def proxy(
-    request: pytest.FixtureRequest, tmp_path: Path, upstream: FakeUpstream
-) -> Iterator[ServedProxy]:
+@pytest.fixture
+def proxy(tmp_path: Path, upstream: FakeUpstream, store_url: str) -> Iterator[ServedProxy]:
     policy = tmp_path / "lifetime.yaml"
     policy.write_text(POLICY)
-    redis_server = RedisServer(tmp_path)
-    with running(redis_server):
-        store = redis_server.url if request.param == "redis" else f"sqlite:///{tmp_path}/s.db"
-        served = ServedProxy(
-            tmp_path,
-            "--upstream", f"up={upstream.url}",
-            "--policy", f"up={policy}",
-            "--store", store,
-            env={"IDEMPROXY_UPSTREAMS__UP__READ_TIMEOUT_S": str(TTL_S)},
-        )  # fmt: skip
-        with running(served):
-            yield served
+    read_timeout = {"IDEMPROXY_UPSTREAMS__UP__READ_TIMEOUT_S": str(TTL_S)}
+    served = ServedProxy.for_upstream(tmp_path, upstream.url, policy, store_url, read_timeout)
+    with running(served):
+        yield served
 
 
 async def send(session: aiohttp.ClientSession, proxy: ServedProxy) -> tuple[int, str, bytes]:

@@ -19,7 +19,7 @@ import aiohttp
 import orjson
 import pytest
 
-from tests.support.processes import FakeUpstream, RedisServer, ServedProxy, running
+from tests.support.processes import FakeUpstream, ServedProxy, running
 
 pytestmark = pytest.mark.e2e
 
@@ -42,23 +42,13 @@ default: {{name: other, effect: safe}}
 """
 
 
-@pytest.fixture(params=["sqlite", "redis"])
-def proxy(
-    request: pytest.FixtureRequest, tmp_path: Path, upstream: FakeUpstream
-) -> Iterator[ServedProxy]:
+@pytest.fixture
+def proxy(tmp_path: Path, upstream: FakeUpstream, store_url: str) -> Iterator[ServedProxy]:
     policy = tmp_path / "identity.yaml"
     policy.write_text(POLICY)
-    redis_server = RedisServer(tmp_path)
-    with running(redis_server):
-        store = redis_server.url if request.param == "redis" else f"sqlite:///{tmp_path}/s.db"
-        served = ServedProxy(
-            tmp_path,
-            "--upstream", f"up={upstream.url}",
-            "--policy", f"up={policy}",
-            "--store", store,
-        )  # fmt: skip
-        with running(served):
-            yield served
+    served = ServedProxy.for_upstream(tmp_path, upstream.url, policy, store_url)
+    with running(served):
+        yield served
 
 
 Answer = tuple[int, dict[str, str], bytes]

@@ -77,12 +77,8 @@ def repeat_until_served(proxy: ServedProxy, number: int) -> list[Answer]:
 
 def through_failover(tmp_path: Path, upstream: FakeUpstream, store_query: str) -> Failover:
     with sentinel_set(tmp_path) as redis_set:
-        proxy = ServedProxy(
-            tmp_path,
-            "--upstream", f"up={upstream.url}/api",
-            "--policy", f"up={policy(tmp_path)}",
-            "--store", redis_set.url + store_query,
-        )  # fmt: skip
+        store = redis_set.url + store_query
+        proxy = ServedProxy.for_upstream(tmp_path, f"{upstream.url}/api", policy(tmp_path), store)
         with running(proxy):
             # On a healthy set every charge goes through, replica waits or not.
             assert charge(proxy, 0) == Answer(200, "forwarded", None)

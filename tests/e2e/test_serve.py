@@ -49,15 +49,7 @@ def policy(tmp_path: Path) -> Path:
 
 
 def proxy_for(tmp_path: Path, upstream: FakeUpstream, store: str, policy: Path) -> ServedProxy:
-    return ServedProxy(
-        tmp_path,
-        "--upstream",
-        f"up={upstream.url}/api",
-        "--policy",
-        f"up={policy}",
-        "--store",
-        store,
-    )
+    return ServedProxy.for_upstream(tmp_path, f"{upstream.url}/api", policy, store)
 
 
 Answer = tuple[int, dict[str, str], bytes]
@@ -292,13 +284,8 @@ async def test_sigterm_ends_within_the_shutdown_timeout_and_records_the_abandone
 ) -> None:
     store = f"sqlite:///{tmp_path}/store.db"
     shutdown_timeout_s = 2.0
-    proxy = ServedProxy(
-        tmp_path,
-        "--upstream", f"up={upstream.url}/api",
-        "--policy", f"up={policy}",
-        "--store", store,
-        env={"IDEMPROXY_SHUTDOWN_TIMEOUT_S": str(shutdown_timeout_s)},
-    )  # fmt: skip
+    shutdown = {"IDEMPROXY_SHUTDOWN_TIMEOUT_S": str(shutdown_timeout_s)}
+    proxy = ServedProxy.for_upstream(tmp_path, f"{upstream.url}/api", policy, store, shutdown)
     with running(proxy):
         pending = asyncio.create_task(post(proxy.url, path, TOOL_CALL))
         for _ in range(100):

@@ -50,15 +50,8 @@ def policy(tmp_path: Path) -> Path:
 def proxy_on(
     tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer, policy: Path, **env: str
 ) -> ServedProxy:
-    return ServedProxy(
-        tmp_path,
-        "--upstream",
-        f"up={upstream.url}/api",
-        "--policy",
-        f"up={policy}",
-        "--store",
-        redis_server.url,
-        env={**FAST_CHECKS, **env},
+    return ServedProxy.for_upstream(
+        tmp_path, f"{upstream.url}/api", policy, redis_server.url, {**FAST_CHECKS, **env}
     )
 
 

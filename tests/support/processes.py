@@ -137,6 +137,25 @@ class ServedProxy(Process):
         full_env.update(env or {})
         super().__init__("idemproxy", args, log_dir, full_env)
 
+    @classmethod
+    def for_upstream(
+        cls,
+        log_dir: Path,
+        upstream_url: str,
+        policy: Path,
+        store: str,
+        env: dict[str, str] | None = None,
+    ) -> ServedProxy:
+        """`serve` with the one upstream ``up`` at ``upstream_url``, under ``policy``, on
+        ``store``: the set-up of most end-to-end tests."""
+        return cls(
+            log_dir,
+            "--upstream", f"up={upstream_url}",
+            "--policy", f"up={policy}",
+            "--store", store,
+            env=env,
+        )  # fmt: skip
+
     def start(self) -> None:
         super().start()
         wait_for_port(self.admin_port)
