@@ -76,6 +76,7 @@ async def test_first_claim_takes_the_key_in_flight(store: Store, ns: str) -> Non
     assert record.updated_ms == record.created_ms > 0
     assert record.response is None
     assert await store.read_events(ns) == []
+    assert result.first_attempt_ms == record.created_ms
 
 
 async def test_claim_under_a_live_lease_is_refused_with_the_record(store: Store, ns: str) -> None:
@@ -172,6 +173,8 @@ async def test_not_applied_frees_the_key_for_the_same_request(store: Store, ns: 
     assert record is not None
     assert record.state is RecordState.IN_FLIGHT
     assert (record.attempts, record.created_ms) == (2, first.created_ms)
+    # A native key cut from the first attempt's time is the same for this one.
+    assert result.first_attempt_ms == first.created_ms
     assert (record.response, record.external_id, record.reason) == (None, "", "")
     assert await event_types(store, ns) == [EventType.NOT_APPLIED]
 

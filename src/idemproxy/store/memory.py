@@ -166,7 +166,7 @@ class MemoryStore:
         fence = self._next_fence(request.key.agent, record.fence if record else 0)
         claimed = claimed_record(request, record, fence, now_ms)
         self._records[request.key] = (claimed, HELD_MS)
-        return ClaimResult(claimed=True, fence=claimed.fence)
+        return ClaimResult(claimed=True, fence=claimed.fence, first_attempt_ms=claimed.created_ms)
 
     def _lapse(self, record: EffectRecord, now_ms: int) -> EffectRecord:
         record = lease_lapsed(record, now_ms)

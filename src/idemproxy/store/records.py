@@ -132,6 +132,10 @@ class ClaimResult:
     claimed: bool
     fence: int
     record: EffectRecord | None = None
+    # Set on a claim (``claimed``): when the effect's first attempt was claimed, by the store's
+    # clock (the record's ``created_ms``). The same for every attempt of one effect, so a native
+    # key cut from it is too.
+    first_attempt_ms: int = 0
     # Set when the claim would have taken the key but the agent is paused: nothing changed.
     paused: Pause | None = None
     # Set on a claim (``claimed``) its replicas did not confirm: release it, send nothing.

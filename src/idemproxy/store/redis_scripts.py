@@ -165,7 +165,7 @@ redis.call('SADD', batch_set, effect_id)
 extend_expiry(batch_set, ttl_ms)
 redis.call('ZADD', leases, now + lease_ms, effect_id)
 redis.call('PERSIST', leases)
-return {1, fence}
+return {1, fence, created}
 """
 )
 

@@ -214,7 +214,9 @@ class RedisStore(RedisControl):
             wait = self._replica_wait
             # Only a claim that takes the key needs its replicas: any other sends nothing.
             short = None if wait is None else wait.shortfall(waited)
-            return ClaimResult(claimed=True, fence=fence, unreplicated=short)
+            return ClaimResult(
+                claimed=True, fence=fence, first_attempt_ms=int(reply[2]), unreplicated=short
+            )
         if int(reply[0]) == 2:
             return ClaimResult(claimed=False, fence=fence, paused=decode_pause(*reply[2:6]))
         return ClaimResult(claimed=False, fence=fence, record=decode_record(key, reply[2]))

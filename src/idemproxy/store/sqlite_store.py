@@ -420,4 +420,4 @@ def _claim(db: sqlite3.Connection, request: ClaimRequest, now_ms: int) -> ClaimR
     claimed = claimed_record(request, record, fence, now_ms)
     schema.save(db, claimed, HELD_MS)
     journal.register(db, request.key.agent)
-    return ClaimResult(claimed=True, fence=claimed.fence)
+    return ClaimResult(claimed=True, fence=claimed.fence, first_attempt_ms=claimed.created_ms)
