@@ -63,7 +63,7 @@ def test_a_discord_message_is_deleted() -> None:
     assert sent.body == b""
 
 
-def test_a_bluesky_record_is_deleted_by_the_parts_of_its_uri() -> None:
+def test_a_bluesky_record_is_deleted_by_the_parts_of_its_uri_while_unchanged() -> None:
     created = {"uri": URI, "cid": "bafyrei"}
     sent = plan(effect("bluesky", "POST", "/xrpc/com.atproto.repo.createRecord", created))
     assert (sent.method, sent.path) == ("POST", "/xrpc/com.atproto.repo.deleteRecord")
@@ -71,6 +71,8 @@ def test_a_bluesky_record_is_deleted_by_the_parts_of_its_uri() -> None:
         "repo": "did:plc:ewvi7nxzyoun6zhxrhs64oiz",
         "collection": "app.bsky.feed.post",
         "rkey": "3l4z7fgrkpc2a",
+        # The PDS refuses the delete if the record is no longer the one the create made.
+        "swapRecord": "bafyrei",
     }
 
 

@@ -7,7 +7,6 @@ rewrites that endpoint to itself, so every later call (and its protection) still
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -15,10 +14,10 @@ import pytest
 from atproto import Client  # type: ignore[import-untyped]
 from atproto_client.exceptions import AtProtocolError  # type: ignore[import-untyped]
 
-from tests.sdk.conftest import Fakes, tool_call, write_config
+from tests.sdk.conftest import Fakes, tool_call
 from tests.support.fakes.pds import HANDLE
 from tests.support.fakes.service import Fault, Planned
-from tests.support.processes import ServedProxy, running
+from tests.support.processes import ServedProxy
 
 Login = Callable[[str, dict[str, str]], Client]
 
@@ -123,29 +122,38 @@ def test_a_create_that_never_landed_is_sent_again(
     assert {orjson.loads(s.body)["rkey"] for s in sent} == {rerun.uri.rsplit("/", 1)[1]}
 
 
-@pytest.fixture
-def forgetful_proxy(fakes: Fakes, tmp_path: Path) -> Iterator[ServedProxy]:
-    """A second proxy with an empty store: as if the first one's records had expired."""
-    served = ServedProxy(tmp_path, "--config", str(write_config(tmp_path, fakes, "memory://")))
-    with running(served):
-        yield served
-
-
-def test_a_duplicate_record_key_answered_500_is_read_back_not_failed(
-    proxy: ServedProxy,
-    forgetful_proxy: ServedProxy,
-    fakes: Fakes,
-    run_id: str,
-    logged_in: Login,
+def test_a_create_applied_but_answered_500_is_read_back_not_failed(
+    proxy: ServedProxy, fakes: Fakes, run_id: str, logged_in: Login
 ) -> None:
-    first = logged_in(proxy.url, tool_call(run_id)).send_post(f"once {run_id}")
+    fakes.pds.plan("create", Planned(Fault.FAIL_AFTER))
 
-    # The proxy that forgot sends the create again, under the same derived record key: the PDS
-    # refuses the duplicate with a 500, and the proxy reads the record back.
-    again = logged_in(forgetful_proxy.url, tool_call(run_id)).send_post(f"once {run_id}")
+    created = logged_in(proxy.url, tool_call(run_id)).send_post(f"once {run_id}")
 
-    assert again.uri == first.uri
-    assert again.cid == first.cid
-    assert len(posts(fakes, run_id)) == 1
-    assert len(fakes.pds.sent_with(run_id)) == 2
-    assert len(fakes.pds.seen_on(first.uri.rsplit("/", 1)[1])) == 1  # getRecord by its key
+    stored = posts(fakes, run_id)
+    assert len(stored) == 1
+    assert (created.uri, created.cid) == (stored[0]["uri"], stored[0]["cid"])
+    assert len(fakes.pds.seen_on(created.uri.rsplit("/", 1)[1])) == 1  # getRecord by its key
+
+
+def test_a_create_at_a_key_another_record_holds_fails_and_is_not_applied(
+    proxy: ServedProxy, fakes: Fakes, run_id: str, logged_in: Login
+) -> None:
+    client = logged_in(proxy.url, tool_call(f"{run_id}-earlier"))
+    profile = "app.bsky.actor.profile"
+    theirs = {"$type": profile, "displayName": f"theirs {run_id}"}
+    client.com.atproto.repo.create_record(
+        {"repo": client.me.did, "collection": profile, "rkey": f"p{run_id}", "record": theirs}
+    )
+    agent = logged_in(proxy.url, tool_call(run_id))
+    mine = {**theirs, "displayName": f"mine {run_id}"}
+
+    # The PDS answers 500 (the key is taken); the record the read-back finds is not this one.
+    with pytest.raises(AtProtocolError) as refused:
+        agent.com.atproto.repo.create_record(
+            {"repo": client.me.did, "collection": profile, "rkey": f"p{run_id}", "record": mine}
+        )
+
+    assert refused.value.response.status_code == 500
+    assert refused.value.response.headers["idem-outcome"] == "forwarded"
+    held = [r for r in fakes.pds.records.values() if run_id in str(r["value"])]
+    assert [r["value"]["displayName"] for r in held] == [f"theirs {run_id}"]

@@ -74,6 +74,9 @@ class EffectContext:
     answer_headers: tuple[tuple[str, str], ...] = ()  # added to the upstream's answer
     # An operator's compensation: sent while the agent is paused, not counted toward a pause.
     operator: bool = False
+    # Known once claimed: when the effect's first attempt was, by the store's clock. Native keys
+    # that carry a time (Bluesky record keys) are cut from it.
+    first_attempt_ms: int = 0
 
 
 class EffectFlow:
@@ -124,7 +127,8 @@ class EffectFlow:
                 await self._release_unreplicated(ctx, result.fence, result.unreplicated)
             if result.claimed:
                 outcome = Outcome.RECONCILED if reconciled else Outcome.FORWARDED
-                return await self._attempt(ctx, result.fence, outcome)
+                claimed = dataclasses.replace(ctx, first_attempt_ms=result.first_attempt_ms)
+                return await self._attempt(claimed, result.fence, outcome)
             if result.paused is not None:
                 raise agent_paused(ctx.key.record_key.agent, result.paused)
             record = result.record

@@ -8,6 +8,7 @@ result of the winner when it claims again.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -17,7 +18,7 @@ from aiohttp import ClientResponse, ClientSession, web
 from multidict import CIMultiDict
 from yarl import URL
 
-from idemproxy.policies.adapters.base import Found, Outgoing, Settle, Verdict
+from idemproxy.policies.adapters.base import Answer, Attempt, Found, Outgoing, Settle, Verdict
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
 from idemproxy.proxy.headers import client_response_headers, own_read_headers
 from idemproxy.proxy.outcome import Outcome, outcome_headers
@@ -65,12 +66,13 @@ class NativeDedupe:
         """What this attempt sends: the agent's body, rewritten to carry the native key."""
         if not ctx.route.native_key:
             return Outgoing(ctx.body)
-        content_type = ctx.request.headers.get("Content-Type", "")
-        return ctx.target.upstream.adapter.outgoing(str(ctx.key), ctx.body, content_type)
+        return ctx.target.upstream.adapter.outgoing(_attempt(ctx))
 
     async def reconcile(self, ctx: EffectContext, record: EffectRecord) -> Reconciled | None:
         """Settle an unknown outcome where the adapter can prove it safe; None: review."""
         adapter = ctx.target.upstream.adapter
+        # What the attempt in doubt sent: its native key was cut from the record's first attempt.
+        ctx = dataclasses.replace(ctx, first_attempt_ms=record.created_ms)
         sent = self.outgoing(ctx)
         if not sent.native:
             return None
@@ -78,7 +80,7 @@ class NativeDedupe:
             age_ms = await self.age_ms(record)
         except StoreError:
             return None  # the store is down: the claim after this one will say so
-        plan = adapter.settle(age_ms)
+        plan = adapter.settle(ctx.target.path, age_ms)
         if plan is Settle.RESEND:
             reason = f"{adapter.name}: the native key is inside its dedupe window; re-sent under it"
             return await self._resolve(ctx, Resolution(RecordState.NOT_APPLIED, reason=reason))
@@ -95,7 +97,8 @@ class NativeDedupe:
                 )
                 return await self._resolve(ctx, resolution)
             if verdict.found is Found.ABSENT:
-                reason = f"{adapter.name}: read back, the effect does not exist"
+                absent = f"{adapter.name}: read back, the effect does not exist"
+                reason = _with_detail(absent, verdict)
                 return await self._resolve(ctx, Resolution(RecordState.NOT_APPLIED, reason=reason))
         return None
 
@@ -110,7 +113,7 @@ class NativeDedupe:
             age_ms = await self.age_ms(record)
         except StoreError:
             return False
-        return ctx.target.upstream.adapter.settle(age_ms) is not Settle.REVIEW
+        return ctx.target.upstream.adapter.settle(ctx.target.path, age_ms) is not Settle.REVIEW
 
     async def age_ms(self, record: EffectRecord) -> int:
         """How long ago the record's first attempt was claimed, when its native key was first
@@ -120,7 +123,7 @@ class NativeDedupe:
 
     def verifies(self, ctx: EffectContext, sent: Outgoing, status: int) -> bool:
         """True when this answer to a native-key request must be checked by a read-back."""
-        return sent.native and ctx.target.upstream.adapter.verifies(status)
+        return sent.native and ctx.target.upstream.adapter.verifies(ctx.target.path, status)
 
     async def verify(self, ctx: EffectContext, sent: Outgoing, answer: ClientResponse) -> Verified:
         """Read the effect back after an ambiguous answer, and say what the agent gets."""
@@ -146,7 +149,9 @@ class NativeDedupe:
             response = web.Response(status=200, body=verdict.body, headers=headers)
             return Verified(response, Outcome.RECONCILED, settlement)
         state = RecordState.NOT_APPLIED if verdict.found is Found.ABSENT else RecordState.UNKNOWN
-        reason = f"{name}: upstream answered {answer.status}; read back: {verdict.found}"
+        reason = _with_detail(
+            f"{name}: upstream answered {answer.status}; read back: {verdict.found}", verdict
+        )
         headers = client_response_headers(answer.headers)
         headers.popall("Content-Length", None)
         headers.extend(outcome_headers(Outcome.FORWARDED, str(ctx.key)))
@@ -172,17 +177,36 @@ class NativeDedupe:
 
     async def _read_back(self, ctx: EffectContext, sent: Outgoing) -> Verdict:
         adapter = ctx.target.upstream.adapter
-        probe = adapter.read_back(ctx.target.path, sent)
-        if probe is None:
+        attempt = _attempt(ctx)
+        reads = adapter.read_back(attempt, sent)
+        if not reads:
             return Verdict(Found.UNSURE)
         upstream = ctx.target.upstream
-        url = URL(upstream.base_url + probe.path_qs, encoded=True)
         headers = own_read_headers(ctx.request.headers)
-        reading = Exchange(self.session, "GET", url, headers, None, upstream.timeout)
-        try:
-            async with reading as answer:
-                body = await answer.content.read(READ_BACK_MAX_BYTES)
-                return adapter.verdict(answer.status, body)
-        except (UpstreamFailure, aiohttp.ClientError, TimeoutError) as exc:
-            log.warning("read-back failed: %s", exc, extra={"effect_key": str(ctx.key)})
-            return Verdict(Found.UNSURE)
+        answers = []
+        for read in reads:
+            url = URL(upstream.base_url + read.path_qs, encoded=True)
+            reading = Exchange(self.session, "GET", url, headers, None, upstream.timeout)
+            try:
+                async with reading as answer:
+                    body = await answer.content.read(READ_BACK_MAX_BYTES)
+                    answers.append(Answer(answer.status, body))
+            except (UpstreamFailure, aiohttp.ClientError, TimeoutError) as exc:
+                log.warning("read-back failed: %s", exc, extra={"effect_key": str(ctx.key)})
+                return Verdict(Found.UNSURE)
+        return adapter.verdict(attempt, sent, answers)
+
+
+def _attempt(ctx: EffectContext) -> Attempt:
+    return Attempt(
+        path=ctx.target.path,
+        effect_key=str(ctx.key),
+        body=ctx.body,
+        content_type=ctx.request.headers.get("Content-Type", ""),
+        first_attempt_ms=ctx.first_attempt_ms,
+        volatile_fields=ctx.route.volatile_fields,
+    )
+
+
+def _with_detail(reason: str, verdict: Verdict) -> str:
+    return f"{reason} ({verdict.detail})" if verdict.detail else reason

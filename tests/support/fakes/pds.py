@@ -1,8 +1,9 @@
 """An AT Protocol PDS: sessions with a DID document, and a repository with unique record keys.
 
-Like a real PDS it answers 500 to a createRecord whose record key already exists, 400
-``RecordNotFound`` to a getRecord of a key it does not hold, and names its own URL as the PDS
-endpoint in the DID document it returns at login and refresh.
+Like the reference PDS (0.5, which tests/pds runs) it answers 500 to a createRecord whose record
+key already exists, stores a value with the ``$type`` of its collection added when it lacks
+one, answers 400 ``RecordNotFound`` to a getRecord of a key it does not hold, and names its own
+URL as the PDS endpoint in the DID document it returns at login and refresh.
 """
 
 from __future__ import annotations
@@ -106,7 +107,8 @@ async def create_record(request: web.Request) -> web.Response:
 
     def apply() -> web.Response:
         uri = f"at://{DID}/{body['collection']}/{rkey}"
-        stored = {"uri": uri, "cid": _cid(body["record"]), "value": body["record"]}
+        value = {"$type": body["collection"], **body["record"]}
+        stored = {"uri": uri, "cid": _cid(value), "value": value}
         service.records[place] = stored
         service.effects.append(stored)
         commit = {"cid": "bafyreicommit", "rev": "3l" + rkey[-11:]}

@@ -9,6 +9,7 @@ proxy does the sending. The base class is the ``none`` adapter: no native key, r
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -32,6 +33,26 @@ class Found(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Attempt:
+    """One attempt of an effect, as its adapter sees it."""
+
+    path: str  # below the upstream: /xrpc/com.atproto.repo.createRecord
+    effect_key: str
+    body: bytes  # as the agent sent it
+    content_type: str
+    # When the effect's first attempt was claimed, by the store's clock: the same for every
+    # attempt of one effect, so a native key cut from it is too.
+    first_attempt_ms: int
+    # The route's volatile fields: what a repeat of the effect may word anew (a timestamp).
+    volatile_fields: tuple[str, ...] = ()
+
+    @property
+    def method(self) -> str:
+        """The path's last segment: an XRPC method's name, a REST collection."""
+        return self.path.rstrip("/").rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True, slots=True)
 class Outgoing:
     """The request as the upstream gets it; ``native`` says whether it carries a native key."""
 
@@ -48,12 +69,25 @@ class ReadBack:
 
 
 @dataclass(frozen=True, slots=True)
+class Answer:
+    """The upstream's answer to one read-back."""
+
+    status: int
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
-    """What a read-back found; for ``PRESENT`` the JSON answer a repeat of the effect replays."""
+    """What a read-back found; for ``PRESENT`` the JSON answer a repeat of the effect replays.
+
+    ``ABSENT`` means the effect did not happen: the key may be sent again. ``detail`` says why,
+    for the record's reason and the log.
+    """
 
     found: Found
     body: bytes = b""
     external_id: str = ""
+    detail: str = ""
 
 
 def is_json(content_type: str) -> bool:
@@ -74,28 +108,30 @@ class Adapter:
     def __init__(self, window_s: int | None = None) -> None:
         self.window_s = window_s
 
-    def outgoing(self, effect_key: str, body: bytes, content_type: str) -> Outgoing:
-        """The request to send for ``effect_key``: the same bytes for every attempt."""
-        return Outgoing(body)
+    def outgoing(self, attempt: Attempt) -> Outgoing:
+        """The request to send: the same bytes for every attempt of one effect."""
+        return Outgoing(attempt.body)
 
-    def settle(self, age_ms: int) -> Settle:
-        """How an unknown outcome whose first attempt is ``age_ms`` old may be settled."""
+    def settle(self, path: str, age_ms: int) -> Settle:
+        """How an unknown outcome of a request to ``path`` whose first attempt is ``age_ms``
+        old may be settled."""
         return Settle.REVIEW
 
     def within_window(self, age_ms: int) -> bool:
         """True while the upstream still dedupes a native key first sent ``age_ms`` ago."""
         return self.window_s is not None and age_ms < self.window_s * 1000
 
-    def read_back(self, path: str, sent: Outgoing) -> ReadBack | None:
-        """The read that shows whether the request ``sent`` to ``path`` took effect."""
-        return None
+    def read_back(self, attempt: Attempt, sent: Outgoing) -> tuple[ReadBack, ...]:
+        """The reads that show whether ``sent`` took effect; none: it cannot be read back."""
+        return ()
 
-    def verdict(self, status: int, body: bytes) -> Verdict:
-        """What the read-back's answer says about the effect."""
+    def verdict(self, attempt: Attempt, sent: Outgoing, answers: Sequence[Answer]) -> Verdict:
+        """What the answers to :meth:`read_back`'s reads, in order, say about the effect."""
         return Verdict(Found.UNSURE)
 
-    def verifies(self, status: int) -> bool:
-        """True when an answer with ``status`` to a native-key request calls for a read-back."""
+    def verifies(self, path: str, status: int) -> bool:
+        """True when an answer with ``status`` to a native-key request to ``path`` calls for a
+        read-back."""
         return False
 
     def rewrites_session(self, path: str) -> bool:

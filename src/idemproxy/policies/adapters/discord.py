@@ -13,7 +13,14 @@ import base64
 import orjson
 
 from idemproxy import multipart
-from idemproxy.policies.adapters.base import Adapter, Outgoing, Settle, is_json, key_digest
+from idemproxy.policies.adapters.base import (
+    Adapter,
+    Attempt,
+    Outgoing,
+    Settle,
+    is_json,
+    key_digest,
+)
 from idemproxy.policies.model import AdapterName
 
 NONCE_CHARS = 25  # Discord's limit for a string nonce
@@ -40,8 +47,9 @@ def discord_nonce(effect_key: str) -> str:
 class DiscordAdapter(Adapter):
     name = AdapterName.DISCORD
 
-    def outgoing(self, effect_key: str, body: bytes, content_type: str) -> Outgoing:
-        nonce = discord_nonce(effect_key)
+    def outgoing(self, attempt: Attempt) -> Outgoing:
+        body, content_type = attempt.body, attempt.content_type
+        nonce = discord_nonce(attempt.effect_key)
         if is_json(content_type):
             payload = _with_nonce(body, nonce)
             return Outgoing(body) if payload is None else Outgoing(payload, native=True)
@@ -57,5 +65,5 @@ class DiscordAdapter(Adapter):
             return Outgoing(body) if sent is None else Outgoing(sent, native=True)
         return Outgoing(body)
 
-    def settle(self, age_ms: int) -> Settle:
+    def settle(self, path: str, age_ms: int) -> Settle:
         return Settle.RESEND if self.within_window(age_ms) else Settle.REVIEW

@@ -6,7 +6,7 @@ and runs the request if it never got it, so inside that window a re-send is alwa
 
 from __future__ import annotations
 
-from idemproxy.policies.adapters.base import Adapter, Outgoing, Settle, key_digest
+from idemproxy.policies.adapters.base import Adapter, Attempt, Outgoing, Settle, key_digest
 from idemproxy.policies.model import AdapterName
 
 IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
@@ -19,8 +19,9 @@ def stripe_key(effect_key: str) -> str:
 class StripeAdapter(Adapter):
     name = AdapterName.STRIPE
 
-    def outgoing(self, effect_key: str, body: bytes, content_type: str) -> Outgoing:
-        return Outgoing(body, {IDEMPOTENCY_KEY_HEADER: stripe_key(effect_key)}, native=True)
+    def outgoing(self, attempt: Attempt) -> Outgoing:
+        key = stripe_key(attempt.effect_key)
+        return Outgoing(attempt.body, {IDEMPOTENCY_KEY_HEADER: key}, native=True)
 
-    def settle(self, age_ms: int) -> Settle:
+    def settle(self, path: str, age_ms: int) -> Settle:
         return Settle.RESEND if self.within_window(age_ms) else Settle.REVIEW
