@@ -1,7 +1,7 @@
 """The reference Bluesky PDS (``@atproto/pds``) and a did:plc directory as a test process.
 
 ``scripts/ensure-pds.sh`` installs them from the npm registry (cached, pinned by
-tests/support/pds/package-lock.json); :class:`ReferencePds` runs ``serve.mjs`` from that
+tests/support/pds-server/package-lock.json); :class:`ReferencePds` runs ``serve.mjs`` from that
 install on two loopback ports and waits until the PDS answers its health check. There is no
 AppView here: ``app.bsky.*`` queries fail, repository and session methods are the real thing.
 """
