@@ -26,8 +26,9 @@ typecheck: dev
 unit: dev
 	$(BIN)/pytest -q -m "not redis and not e2e"
 
-test: dev  ## lint, types, and the whole suite against a real Redis
+test: dev  ## lint, types, and the whole suite against a real Redis and the reference Bluesky PDS
 	scripts/ensure-redis.sh
+	scripts/ensure-pds.sh >/dev/null
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy src tests
