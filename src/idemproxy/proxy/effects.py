@@ -22,6 +22,7 @@ from idemproxy.effectkeys import EffectKey, KeySource
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.metrics import Children, DuplicateKind, Metrics
 from idemproxy.policies.model import EffectClass, Route
+from idemproxy.policies.secretpaths import shown_path
 from idemproxy.proxy.append import AppendGuard
 from idemproxy.proxy.attempts import Attempts
 from idemproxy.proxy.conflicts import idempotency_key_reused, tool_call_already_acted
@@ -106,7 +107,8 @@ class EffectFlow:
             action=ctx.key.action,
             upstream=ctx.target.upstream.name,
             method=ctx.request.method,
-            path=ctx.target.path,
+            # What the record keeps, and every event, answer and payload made from it, shows.
+            path=shown_path(ctx.route, ctx.target.path),
         )
         claim = ClaimRequest(
             ctx.key.record_key,
