@@ -49,6 +49,10 @@ class ProblemCode(StrEnum):
     NOT_FOUND = "not-found"
     STATE_CONFLICT = "state-conflict"
     RATE_LIMITED = "rate-limited"
+    # What a web page can make a browser send (admin/forgery.py).
+    FOREIGN_HOST = "foreign-host"
+    CROSS_ORIGIN_REQUEST = "cross-origin-request"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported-media-type"
 
 
 class RequestRefused(IdemproxyError):
