@@ -75,7 +75,7 @@ def build_admin_app(state: ProxyState) -> web.Application:
             " admin API; set IDEMPROXY_ADMIN_TOKEN from a Secret only this container mounts"
             " (the Helm chart does)"
         )
-    sender = ProxySender(proxy_url(config.listen))
+    sender = ProxySender(proxy_url(config.listen), state.seal)
     policies = {name: upstream.policy for name, upstream in state.upstreams.items()}
     compensator = Compensator(policies, sender)
     limit = config.recovery.actions_per_minute

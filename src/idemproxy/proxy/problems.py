@@ -34,6 +34,7 @@ _STATUS: dict[ProblemCode, tuple[int, str]] = {
     ProblemCode.SHUTTING_DOWN: (503, "Shutting down"),
     ProblemCode.AGENT_PAUSED: (503, "Agent paused"),
     ProblemCode.UPSTREAM_TIMEOUT: (504, "Upstream timeout"),
+    ProblemCode.FORGED_COMPENSATION: (403, "Forged compensation"),
     ProblemCode.UNAUTHORIZED: (401, "Unauthorized"),
     ProblemCode.FOREIGN_HOST: (403, "Foreign Host"),
     ProblemCode.CROSS_ORIGIN_REQUEST: (403, "Cross-origin request"),
