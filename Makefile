@@ -15,6 +15,7 @@ install: $(BIN)/python  ## the proxy alone
 dev: $(BIN)/python  ## the proxy plus everything the tests and checks use
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,deploy,sdk]'
 	scripts/install-deploy-tools.sh $(VENV)
+	scripts/install-browser.sh $(VENV)
 
 lint: dev
 	$(BIN)/ruff check src tests
