@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -95,6 +96,7 @@ class EffectFlow:
         self.attempts = attempts
         self.metrics = metrics
         self._duplicates = Children(metrics.duplicates_blocked)
+        self._upstream_durations = Children(metrics.upstream_request_duration)
         self.session = session
         self.native = NativeDedupe(store, session)
         self.appends = AppendGuard(store, session)
@@ -248,6 +250,7 @@ class EffectFlow:
         sent = self.native.outgoing(ctx)  # the agent's request, carrying the native key
         headers.update(sent.headers)
         recorded = False
+        started = time.perf_counter()
         try:
             async with Exchange(
                 self.session,
@@ -257,6 +260,8 @@ class EffectFlow:
                 sent.body,
                 upstream.timeout,
             ) as answer:
+                # Timed as a read is (proxy/handler.py): until the answer's head is in.
+                self._upstream_durations(upstream.name).observe(time.perf_counter() - started)
                 if self.native.verifies(ctx, sent, answer.status):
                     verified = await self.native.verify(ctx, sent, answer)
                     await self._settle(ctx, fence, verified.settlement)
