@@ -207,7 +207,9 @@ class EffectFlow:
         return settled
 
     def _blocked(self, ctx: EffectContext, kind: DuplicateKind) -> None:
-        self._duplicates(ctx.target.upstream.name, ctx.route.name, kind).inc()
+        upstream, route, agent = ctx.target.upstream.name, ctx.route.name, ctx.key.record_key.agent
+        self._duplicates(upstream, route, kind, self.metrics.agent_label(agent)).inc()
+        self.metrics.blocked.count(agent, ctx.key.batch, upstream, route, kind)
 
     async def _attempt(
         self, ctx: EffectContext, fence: int, outcome: Outcome
