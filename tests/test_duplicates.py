@@ -8,6 +8,7 @@ from pathlib import Path
 
 from idemproxy import duplicates
 from idemproxy.duplicates import BlockedDuplicates
+from idemproxy.metrics import DuplicateKind
 
 
 class Clock:
@@ -66,16 +67,17 @@ def test_the_tally_keeps_the_batches_that_repeated_last_and_says_how_many_it_dro
     summary = tally.summary()
 
     assert sorted(b["batch"] for b in summary["agents"][0]["batches"]) == ["b1", "b3"]
-    assert summary["batches_forgotten"] == 1
+    assert (summary["batches_forgotten"], summary["repeats_forgotten"]) == (1, 1)
     assert summary["batches_kept"] == 2
 
 
 async def test_workers_publish_their_tallies_and_any_one_answers_for_all(tmp_path: Path) -> None:
     first = BlockedDuplicates(str(tmp_path), worker="1")
     second = BlockedDuplicates(str(tmp_path), worker="2")
-    first.count("bot", "b1", "up", "write", "replayed")
-    second.count("bot", "b1", "up", "write", "replayed")
-    second.count("bot", "b2", "up", "write", "unknown")
+    # Kinds as the proxy gives them: members of a StrEnum.
+    first.count("bot", "b1", "up", "write", DuplicateKind.REPLAYED)
+    second.count("bot", "b1", "up", "write", DuplicateKind.REPLAYED)
+    second.count("bot", "b2", "up", "write", DuplicateKind.UNKNOWN)
 
     assert first.summary()["blocked"] == 1  # nothing published yet: at most a second later
     await asyncio.sleep(duplicates.PUBLISH_INTERVAL_S + 0.2)

@@ -83,7 +83,7 @@ class BatchTally:
 @dataclass(slots=True)
 class _Published:
     since_ms: int
-    forgotten: int
+    forgotten: tuple[int, int]  # batches dropped to make room, and the repeats they counted
     batches: list[BatchTally]
 
 
@@ -103,7 +103,7 @@ class BlockedDuplicates:
         self._limit = limit
         self._clock_ms = clock_ms
         self._since_ms = clock_ms()
-        self._forgotten = 0  # batches dropped to make room, with what they counted
+        self._forgotten_batches = self._forgotten_repeats = 0  # dropped to make room
         self._publish_dir = Path(publish_dir) if publish_dir else None
         self._publishing: asyncio.TimerHandle | None = None
         self._file = f"{FILE_PREFIX}{worker or os.getpid()}.json"
@@ -115,11 +115,12 @@ class BlockedDuplicates:
         if tally is None:
             tally = self._batches[key] = BatchTally(agent, batch)
             if len(self._batches) > self._limit:
-                self._batches.popitem(last=False)
-                self._forgotten += 1
+                _, dropped = self._batches.popitem(last=False)
+                self._forgotten_batches += 1
+                self._forgotten_repeats += dropped.blocked
         else:
             self._batches.move_to_end(key)
-        tally.kinds[kind] += 1
+        tally.kinds[str(kind)] += 1  # a plain str: a StrEnum key does not go to JSON
         tally.routes[(upstream, route)] += 1
         tally.last_blocked_ms = self._clock_ms()
         if self._publish_dir is not None and self._publishing is None:
@@ -144,11 +145,13 @@ class BlockedDuplicates:
             "blocked": sum(tally.blocked for tally in merged.values()),
             "agents": _by_agent(merged.values(), batches),
             "batches_kept": self._limit,
-            "batches_forgotten": sum(part.forgotten for part in published),
+            "batches_forgotten": sum(part.forgotten[0] for part in published),
+            "repeats_forgotten": sum(part.forgotten[1] for part in published),
         }
 
     def _own(self) -> _Published:
-        return _Published(self._since_ms, self._forgotten, list(self._batches.values()))
+        forgotten = (self._forgotten_batches, self._forgotten_repeats)
+        return _Published(self._since_ms, forgotten, list(self._batches.values()))
 
     def _publish(self) -> None:
         self._publishing = None
@@ -156,7 +159,7 @@ class BlockedDuplicates:
         own = self._own()
         document = {
             "since_ms": own.since_ms,
-            "forgotten": own.forgotten,
+            "forgotten": list(own.forgotten),
             "batches": [tally.as_json() for tally in own.batches],
         }
         path = self._publish_dir / self._file
@@ -180,7 +183,9 @@ class BlockedDuplicates:
             except (OSError, orjson.JSONDecodeError):
                 continue  # a worker that is gone with its directory
             batches = [BatchTally.from_json(entry) for entry in data["batches"]]
-            found.append(_Published(data["since_ms"], data["forgotten"], batches))
+            batches_forgotten, repeats_forgotten = data["forgotten"]
+            forgotten = (batches_forgotten, repeats_forgotten)
+            found.append(_Published(data["since_ms"], forgotten, batches))
         return found
 
 

@@ -9,6 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from idemproxy.admin.api import add_api, problems
 from idemproxy.admin.auth import bearer_guard
+from idemproxy.admin.duplicates import add_duplicates
 from idemproxy.admin.sender import ProxySender, proxy_url
 from idemproxy.ledger.compensator import Compensator
 from idemproxy.ledger.service import LedgerService
@@ -61,6 +62,7 @@ def build_admin_app(state: ProxyState) -> web.Application:
     compensator = Compensator(policies, sender)
     limit = state.config.recovery.actions_per_minute
     add_api(app, LedgerService(state.store, limit, compensator, guard=state.guard))
+    add_duplicates(app, state.metrics.blocked)
     app.on_cleanup.append(sender.close)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
