@@ -16,7 +16,7 @@ from idemproxy.admin.app import build_admin_app
 from idemproxy.admin.background import cancel_all, ledger_tasks
 from idemproxy.config import LoadedConfig
 from idemproxy.instrumented import InstrumentedStore
-from idemproxy.metrics import Metrics
+from idemproxy.metrics import Metrics, StoreScope
 from idemproxy.proxy.app import build_proxy_app
 from idemproxy.proxy.attempts import Attempts
 from idemproxy.proxy.handler import ProxyState
@@ -138,8 +138,8 @@ async def serve(
             " before a replica has a claim lets a repeat be sent again; set wait_replicas=1 in"
             " the store URL's query (docs/reliability.md)"
         )
-    metrics = Metrics()
     store = open_store(config.store)
+    metrics = Metrics(store_scope=StoreScope.of(store.backend), agent_id=config.agent_id)
     state = build_state(loaded, store, metrics, seal)
     # _drain has given handlers their shutdown_timeout_s when aiohttp's shutdown runs.
     proxy_runner = web.AppRunner(

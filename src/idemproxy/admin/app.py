@@ -11,6 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from idemproxy.admin.api import add_api, problems
 from idemproxy.admin.auth import bearer_guard
+from idemproxy.admin.duplicates import add_duplicates
 from idemproxy.admin.forgery import HostAllowList, browser_guard, json_bodies
 from idemproxy.admin.sender import ProxySender, proxy_url
 from idemproxy.ledger.compensator import Compensator
@@ -80,6 +81,7 @@ def build_admin_app(state: ProxyState) -> web.Application:
     compensator = Compensator(policies, sender)
     limit = config.recovery.actions_per_minute
     add_api(app, LedgerService(state.store, limit, compensator, guard=state.guard))
+    add_duplicates(app, state.metrics.blocked)
     app.on_cleanup.append(sender.close)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
