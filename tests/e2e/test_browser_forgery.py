@@ -16,6 +16,7 @@ Needs Debian's ``chromium`` and the ``playwright`` package (scripts/install-brow
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import shutil
 from collections.abc import Iterator
@@ -34,15 +35,14 @@ from tests.support.processes import FakeUpstream, ServedProxy, running
 
 pytestmark = pytest.mark.e2e
 
-playwright_api = pytest.importorskip(
-    "playwright.sync_api", reason="playwright is not installed: run scripts/install-browser.sh"
-)
-CHROMIUM = shutil.which("chromium")
-if CHROMIUM is None:
-    pytest.skip(
-        "Debian's chromium is not installed: run scripts/install-browser.sh",
-        allow_module_level=True,
-    )
+
+def chromium() -> str:
+    """Debian's chromium; missing, the test fails saying how to install it (it never skips)."""
+    path = shutil.which("chromium")
+    if path is None or importlib.util.find_spec("playwright") is None:
+        pytest.fail("chromium or playwright is missing: run scripts/install-browser.sh")
+    return path
+
 
 AGENT, BATCH = "browser-bot", "batch-77"
 REBOUND = "rebind.test"  # the attacker's name, which the browser resolves to 127.0.0.1
@@ -166,9 +166,13 @@ def test_a_hostile_page_changes_nothing_and_reads_nothing(
     try:
         page_url = servers.serve(attack_app(proxy.admin_url, key))
         assert page_url.rsplit(":", 1)[1] != str(admin_port)
-        with playwright_api.sync_playwright() as playwright:
+        executable = chromium()
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
-                executable_path=CHROMIUM, args=[f"--host-resolver-rules=MAP {REBOUND} 127.0.0.1"]
+                executable_path=executable,
+                args=[f"--host-resolver-rules=MAP {REBOUND} 127.0.0.1"],
             )
             try:
                 page = browser.new_page()
