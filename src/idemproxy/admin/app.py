@@ -59,8 +59,8 @@ def build_admin_app(state: ProxyState) -> web.Application:
     sender = ProxySender(proxy_url(state.config.listen))
     policies = {name: upstream.policy for name, upstream in state.upstreams.items()}
     compensator = Compensator(policies, sender)
-    limit = state.config.recovery.actions_per_minute
-    add_api(app, LedgerService(state.store, limit, compensator, guard=state.guard))
+    limit, controller = state.config.recovery.actions_per_minute, state.config.controller
+    add_api(app, LedgerService(state.store, limit, compensator, state.guard, controller))
     app.on_cleanup.append(sender.close)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
