@@ -161,7 +161,7 @@ async def serve(
             },
         )
         if note := relative_path_note(config.store):
-            log.info(note)
+            log.info(note, extra={"store_location": store_location(config.store)})
         tune_garbage_collection()
         async with (
             store_watch(state.guard, config.store_safety.check_interval_s),

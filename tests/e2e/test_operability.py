@@ -93,7 +93,7 @@ async def test_one_json_access_line_per_request_without_secrets_or_bodies(
     assert BODY_MARKER not in log
 
 
-async def test_the_start_up_log_names_the_store_file_and_explains_a_relative_path(
+def test_the_start_up_log_names_the_store_file_and_explains_a_relative_path(
     tmp_path: Path,
 ) -> None:
     # `serve` runs in the repository: a path relative to it that ends in this test's directory.
@@ -104,15 +104,17 @@ async def test_the_start_up_log_names_the_store_file_and_explains_a_relative_pat
     lines = [orjson.loads(line) for line in proxy.output().splitlines() if line.startswith("{")]
     [listening] = [line for line in lines if line["msg"] == "idemproxy listening"]
     assert listening["store_location"] == str(tmp_path / "s.db")
-    notes = [line["msg"] for line in lines if "relative to the working directory" in line["msg"]]
-    assert notes == [
-        f"sqlite:///{relative} names a path relative to the working directory {REPO}, so the"
-        f" store is {tmp_path / 's.db'}; an absolute path takes four slashes:"
-        " sqlite:////var/lib/idemproxy/effects.db"
+    notes = [line for line in lines if "relative to the working directory" in line["msg"]]
+    assert [(line["msg"], line["store_location"]) for line in notes] == [
+        (
+            f"sqlite:///{relative} names a path relative to the working directory {REPO}; an"
+            " absolute path takes four slashes: sqlite:////var/lib/idemproxy/effects.db",
+            str(tmp_path / "s.db"),
+        )
     ]
 
 
-async def test_the_start_up_log_names_a_redis_store_without_its_password(tmp_path: Path) -> None:
+def test_the_start_up_log_names_a_redis_store_without_its_password(tmp_path: Path) -> None:
     proxy = ServedProxy(tmp_path, "--store", "redis://:pw-not-logged@127.0.0.1:6379/0")
     with running(proxy):
         pass

@@ -56,7 +56,7 @@ async def test_absolute_sqlite_path_gets_its_directory_created(tmp_path: Path) -
     assert path.is_file()
 
 
-async def test_a_store_that_must_exist_is_refused_where_there_is_none(
+def test_a_store_that_must_exist_is_refused_where_there_is_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)

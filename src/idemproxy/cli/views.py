@@ -1,4 +1,9 @@
-"""Readable tables of the operator's documents (``--json`` prints the documents themselves)."""
+"""Readable tables of the operator's documents (``--json`` prints the documents themselves).
+
+A table fits in :data:`WIDTH` columns with the ids real agents use: what does not fit in a
+row (an effect key, a reason, a note) goes on indented lines under it. Ids and keys are never
+cut, since they are what the next command takes; free text is, and ``--json`` has it whole.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,15 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from idemproxy.cli.failures import ExitCode
 from idemproxy.ledger.documents import Document
 
-MAX_TEXT_CHARS = 60  # free text (reasons, errors, notes); ids and keys are never cut
+WIDTH = 100
+MAX_TEXT_CHARS = 60  # free text in a column (reasons, errors, notes)
+_INDENT = "    "
+_LABEL_CHARS = 7
+NOTE_CHARS = WIDTH - len(_INDENT) - _LABEL_CHARS - 1  # free text on a line under a row
+DIGEST_CHARS = 8  # of a request digest, enough to tell a tool call's effects apart
 
 
 def when(ms: int) -> str:
@@ -24,9 +35,14 @@ def _cell(value: Any) -> str:
     return "-" if value in ("", None) else str(value)
 
 
+def fit(text: str, chars: int) -> str:
+    """Free text cut to ``chars``; --json has it whole."""
+    return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
 def short(text: str) -> str:
-    """Free text cut to fit a table; --json has it whole."""
-    return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
+    """Free text cut to fit a table column."""
+    return fit(text, MAX_TEXT_CHARS)
 
 
 def _shown(value: Any) -> Any:
@@ -34,25 +50,91 @@ def _shown(value: Any) -> Any:
     return "" if value == 0 and not isinstance(value, bool) else value
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Left-aligned columns under upper-case headers; '(none)' for no rows."""
+Notes = Sequence[tuple[str, str]]
+
+
+def table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    notes: Sequence[Notes] | None = None,
+) -> str:
+    """Left-aligned columns under upper-case headers; '(none)' for no rows. ``notes`` are
+    (label, text) lines under each row, for what does not fit in a column; empty texts are
+    left out."""
     if not rows:
         return "(none)"
     cells = [[header.upper() for header in headers]] + [[_cell(v) for v in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-        for row in cells
+    lines = []
+    for number, row in enumerate(cells):
+        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        lines.append(line.rstrip())
+        if notes and number:
+            lines += [
+                f"{_INDENT}{label.ljust(_LABEL_CHARS)} {text}"
+                for label, text in notes[number - 1]
+                if text
+            ]
+    return "\n".join(lines)
+
+
+def step(effect_key: str, digest_chars: int = DIGEST_CHARS) -> str:
+    """What tells one effect of a tool call from its others: the step the agent named
+    (``s-NAME``), the route of a one-effect tool call (``r-ROUTE``) or the request's digest
+    (``d-`` and its first hex digits); an explicit key (``ik:...``) as it is."""
+    _, _, effect_id = effect_key.partition("/")
+    if not effect_id.startswith("tc:"):
+        return effect_id
+    last = effect_id.rpartition(":")[2]
+    return last[: 2 + digest_chars] if last.startswith("d-") else last
+
+
+def steps(actions: Sequence[Document]) -> list[str]:
+    """:func:`step` of each action, digests shown in full where the short ones would look
+    alike within one tool call."""
+    shown = [step(action["effect_key"]) for action in actions]
+    seen: dict[tuple[str, str], int] = {}
+    for action, short_step in zip(actions, shown, strict=True):
+        pair = (action["tool_call"], short_step)
+        seen[pair] = seen.get(pair, 0) + 1
+    return [
+        step(action["effect_key"], 32)
+        if seen[(action["tool_call"], short_step)] > 1
+        else short_step
+        for action, short_step in zip(actions, shown, strict=True)
     ]
-    return "\n".join(line.rstrip() for line in lines)
 
 
 def status(document: Document) -> str:
     head = (
         f"store {document['store']}: {document['unknown']} unknown outcome(s) awaiting review,"
-        f" {document['backlog']} event(s) not yet delivered, {document['parked']} agent(s)"
-        f" with delivery parked, {document['paused']} agent(s) paused"
+        f" {document['paused']} agent(s) paused"
     )
+    # Proxies older than the field do not say: as much as the store alone can say.
+    controller = document.get("controller", "unknown")
+    if controller == "none":
+        kept = document.get("event_retention_s")
+        days = f"{kept // 86_400} days" if kept else "while the proxy runs"
+        events = (
+            f"events: no recovery controller is configured; {document['backlog']} event(s) are"
+            f" kept {days} for the events API"
+        )
+        columns = ["agent", "state", "unknown", "events"]
+        rows = [
+            [a["agent"], "paused" if a["paused"] else "running", a["unknown"], a["backlog"]]
+            for a in document["agents"]
+        ]
+        return f"{head}\n{events}\n\n{table(columns, rows)}"
+    if controller == "configured":
+        events = (
+            f"events: {document['backlog']} event(s) not yet accepted by the recovery"
+            f" controller, {document['parked']} agent(s) with delivery parked"
+        )
+    else:
+        events = (
+            f"events: {document['backlog']} event(s) not accepted by a recovery controller (the"
+            " store cannot tell if one is set)"
+        )
     rows = [
         [
             a["agent"],
@@ -65,15 +147,54 @@ def status(document: Document) -> str:
         for a in document["agents"]
     ]
     columns = ["agent", "state", "unknown", "backlog", "delivery", "last error"]
-    return head + "\n\n" + table(columns, rows)
+    return f"{head}\n{events}\n\n{table(columns, rows)}"
 
 
-def _actions(title: str, actions: list[Document], columns: Sequence[str]) -> str:
-    rows = [
-        [short(action[c]) if c == "reason" else _shown(action[c]) for c in columns]
+def status_verdict(document: Document) -> ExitCode:
+    """Not fine while anything waits for an operator: an unknown outcome, a paused agent, a
+    parked delivery."""
+    waiting = document["unknown"] or document["paused"] or document["parked"]
+    return ExitCode.NOT_FINE if waiting else ExitCode.OK
+
+
+_SECTION_COLUMNS = {
+    "completed": ["tool call", "step", "action", "status", "attempts", "external id"],
+    "failed": ["tool call", "step", "action", "state", "status", "retryable", "attempts"],
+    "pending": ["tool call", "step", "action", "attempts", "lease until"],
+    "unknown": ["tool call", "step", "action", "attempts"],
+}
+_SECTION_NOTES = {"completed": (), "failed": ("key", "reason"), "pending": ("key",),
+                  "unknown": ("key", "reason")}  # fmt: skip
+
+
+def _section(title: str, actions: list[Document]) -> str:
+    """One state's effects: a row each, told apart by step, with what the next command needs
+    (the effect key of one to retry or resolve) under it."""
+    shown_steps = steps(actions)
+    rows = []
+    for action, shown_step in zip(actions, shown_steps, strict=True):
+        values = {
+            **action,
+            "tool call": action["tool_call"],
+            "step": shown_step,
+            "status": _shown(action["status"]),
+            "external id": action["external_id"],
+            "lease until": when(action["lease_expires_ms"]),
+        }
+        rows.append([values[column] for column in _SECTION_COLUMNS[title]])
+    wanted = _SECTION_NOTES[title]
+    notes = [
+        [
+            (label, text)
+            for label, text in (
+                ("key", action["effect_key"]),
+                ("reason", fit(action["reason"], NOTE_CHARS)),
+            )
+            if label in wanted
+        ]
         for action in actions
     ]
-    return f"{title} ({len(actions)})\n" + table(columns, rows)
+    return f"{title} ({len(actions)})\n" + table(_SECTION_COLUMNS[title], rows, notes)
 
 
 def batch(document: Document) -> str:
@@ -88,16 +209,7 @@ def batch(document: Document) -> str:
         parts.append(
             f"abandoned by {gone['actor']} at {when(gone['abandoned_ms'])}: {gone['note']}"
         )
-    sections = [
-        _actions(
-            "completed", document["completed"], ["tool_call", "action", "status", "external_id"]
-        ),
-        _actions(
-            "failed", document["failed"], ["tool_call", "action", "status", "retryable", "reason"]
-        ),
-        _actions("pending", document["pending"], ["tool_call", "action", "attempts", "effect_key"]),
-        _actions("unknown", document["unknown"], ["tool_call", "action", "effect_key", "reason"]),
-    ]
+    sections = [_section(title, document[title]) for title in _SECTION_COLUMNS]
     return "\n".join(parts) + "\n\n" + "\n\n".join(sections)
 
 
@@ -116,18 +228,21 @@ def plan(document: Document) -> str:
 
 
 def review(document: Document) -> str:
+    """The review queue: what each request was, with its key (for ``review resolve``) and
+    why its outcome is unknown under it."""
+    items = document["items"]
     rows = [
-        [
-            item["effect_key"],
-            item["batch"],
-            item["tool_call"],
-            item["action"],
-            when(item["updated_ms"]),
-            short(item["reason"]),
-        ]
-        for item in document["items"]
+        [when(i["updated_ms"]), i["upstream"], i["method"], i["path"], i["action"]] for i in items
     ]
-    return table(["effect key", "batch", "tool call", "action", "since", "reason"], rows)
+    notes = [
+        [
+            ("key", item["effect_key"]),
+            ("batch", f"{item['batch']}, tool call {item['tool_call']}" if item["batch"] else ""),
+            ("reason", fit(item["reason"], NOTE_CHARS)),
+        ]
+        for item in items
+    ]
+    return table(["since", "upstream", "method", "path", "action"], rows, notes)
 
 
 def record(document: Document) -> str:
@@ -153,15 +268,25 @@ def deliveries(document: Document) -> str:
     return table(["agent", "backlog", "delivery", "attempts", "last delivered", "last error"], rows)
 
 
-def audit(document: Document) -> str:
-    rows = [
+def log(entries: list[Document]) -> str:
+    """Entries of an audit log, newest last: when, what and who in a row, the rest under it.
+    Who is cut to the room the row leaves (--json has it whole)."""
+    if not entries:
+        return "(none)"
+    action_chars = max(len("action"), *(len(e["action"]) for e in entries))
+    actor_chars = WIDTH - len("2026-01-01 00:00:00Z") - action_chars - 4
+    rows = [[when(e["ts_ms"]), e["action"], fit(e["actor"], actor_chars)] for e in entries]
+    notes = [
         [
-            when(e["ts_ms"]),
-            e["actor"],
-            e["action"],
-            e["target"],
-            *map(short, (e["before"], e["after"], e["note"])),
+            ("target", entry.get("target", "")),
+            ("before", fit(entry["before"], NOTE_CHARS)),
+            ("after", fit(entry["after"], NOTE_CHARS)),
+            ("note", fit(entry["note"], NOTE_CHARS)),
         ]
-        for e in document["entries"]
+        for entry in entries
     ]
-    return table(["when", "actor", "action", "target", "before", "after", "note"], rows)
+    return table(["when", "action", "actor"], rows, notes)
+
+
+def audit(document: Document) -> str:
+    return log(document["entries"])

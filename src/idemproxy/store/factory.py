@@ -70,14 +70,13 @@ def sqlite_path(url: str) -> Path:
 
 
 def relative_path_note(url: str) -> str:
-    """For a ``sqlite:///relative.db`` URL, where the file is and why; else ''."""
+    """For a ``sqlite:///relative.db`` URL, what the path is relative to; else ''."""
     path = sqlite_path(url) if url.lower().startswith("sqlite:") else None
     if path is None or path.is_absolute():
         return ""
     return (
-        f"{url} names a path relative to the working directory {Path.cwd()}, so the store is"
-        f" {path.resolve()}; an absolute path takes four slashes: sqlite:////var/lib/idemproxy/"
-        "effects.db"
+        f"{url} names a path relative to the working directory {Path.cwd()}; an absolute path"
+        " takes four slashes: sqlite:////var/lib/idemproxy/effects.db"
     )
 
 
