@@ -85,5 +85,17 @@ def test_the_verbs_work_on_a_store_directly(
     assert (plan["strategy"], plan["archived"]) == ("abandon", True)
     assert main(["batch-status", "bot", "nope", "--store", url]) == 1
     assert "batch 'nope' of agent 'bot' is not in the store" in capsys.readouterr().err
+    assert main(["batch-status", "bot", "nope", "--store", url, "--json"]) == 1
+    error = orjson.loads(capsys.readouterr().out)
+    assert (error["error"], error["exit_code"]) == ("not-found", 1)
+    key = "bot/tc:b1:c1:d-0"
+    resolve = ["review", "resolve", key, "--as", "applied", "--store", url, "--json"]
+    assert main(resolve) == 1  # it completed: a verdict is only for an unknown outcome
+    error = orjson.loads(capsys.readouterr().out)
+    assert (error["error"], error["state"], error["exit_code"]) == (
+        "state-conflict",
+        "completed",
+        1,
+    )
     assert main(["status", "--store", "postgres://x"]) == 2
     assert "valid store URLs are" in capsys.readouterr().err

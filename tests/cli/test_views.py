@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from idemproxy.cli.batch_views import steps
 from idemproxy.store.records import (
     ClaimRequest,
     EffectMeta,
@@ -131,3 +132,10 @@ def test_batch_status_tells_apart_the_effects_of_one_tool_call(store_url: str) -
     unknown = lines.index("unknown (1)")
     assert lines[unknown + 2].split() == ["call-3", "d-f404f7fc", "post_message", "1"]
     assert lines[unknown + 3] == f"    key     {UNKNOWN_KEY}"
+
+
+def test_digests_alike_in_their_first_digits_are_shown_whole() -> None:
+    keys = [f"{AGENT}/tc:{BATCH}:call-1:d-9d828243{tail}" for tail in ("a" * 24, "b" * 24)]
+    actions = [{"tool_call": "call-1", "effect_key": key} for key in keys]
+    actions.append({"tool_call": "call-2", "effect_key": f"{AGENT}/ik:order-7-refund"})
+    assert steps(actions) == [f"d-9d828243{'a' * 24}", f"d-9d828243{'b' * 24}", "ik:order-7-refund"]

@@ -41,6 +41,7 @@ def test_a_missing_and_a_wrong_token_are_told_apart_in_the_cli_s_terms(
         missing_json = idemproxy("status", *admin, "--json")
         wrong_variable = idemproxy("status", *admin, env={"IDEMPROXY_ADMIN_TOKEN": "wrong"})
         wrong_flag = idemproxy("status", *admin, "--token", "wrong")
+        wrong_json = idemproxy("status", *admin, "--token", "wrong", "--json")
         right_flag = idemproxy("status", *admin, "--token", TOKEN)
         right_variable = idemproxy("status", *admin, env={"IDEMPROXY_ADMIN_TOKEN": TOKEN})
 
@@ -58,6 +59,9 @@ def test_a_missing_and_a_wrong_token_are_told_apart_in_the_cli_s_terms(
     )
     assert wrong_flag.returncode == 3
     assert "refused the token given with --token" in wrong_flag.stderr
+    error = json_error(wrong_json)
+    assert (error["error"], error["exit_code"]) == ("unauthorized", 3)
+    assert "refused the token given with --token" in error["detail"]
     for ran in (missing, wrong_variable, wrong_flag):
         assert "Authorization" not in ran.stderr
     assert (right_flag.returncode, right_variable.returncode) == (0, 0)

@@ -14,12 +14,14 @@ from typing import cast
 
 from idemproxy import __version__
 from idemproxy.cli import operator, policies, serve
-from idemproxy.cli.failures import ExitCode, Parser, failure, report
+from idemproxy.cli.failures import EXIT_CODES_HELP, ExitCode, Parser, failure, report
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
-        prog="idemproxy", description="Exactly-once sidecar proxy for agents' external effects."
+        prog="idemproxy",
+        description="Exactly-once sidecar proxy for agents' external effects.",
+        epilog=EXIT_CODES_HELP,
     )
     parser.add_argument("--version", action="version", version=f"idemproxy {__version__}")
     # Every verb's parser is a Parser (argparse makes them of the parent's class); the verb

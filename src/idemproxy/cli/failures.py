@@ -30,6 +30,12 @@ from idemproxy.admin.client import AdminUnauthorized, AdminUnreachable, NotAdmin
 from idemproxy.errors import ConfigError, ProblemCode, RequestRefused
 from idemproxy.store.base import InvalidStoreURL, StoreError, StoreNotFound
 
+EXIT_CODES_HELP = (
+    "exit codes: 0 done and fine; 1 done and not fine (a refusal, or status showing something"
+    " waiting for an operator); 2 usage or configuration error; 3 the admin API or the store"
+    " cannot be reached or used"
+)
+
 
 class ExitCode(IntEnum):
     OK = 0

@@ -16,15 +16,14 @@ import contextlib
 import getpass
 import os
 import socket
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeAlias
 
 import orjson
 
 from idemproxy.admin.client import DEFAULT_ADMIN_URL, AdminClient, admin_url
-from idemproxy.cli import agent_views, compensation, store_views, views
-from idemproxy.cli.failures import ExitCode
+from idemproxy.cli import agent_views, batch_views, compensation, store_views, views
+from idemproxy.cli.failures import EXIT_CODES_HELP, ExitCode
 from idemproxy.errors import ConfigError
 from idemproxy.ledger.documents import Document
 from idemproxy.ledger.service import LedgerService, Operator
@@ -107,7 +106,6 @@ def _runner(call: Call, view: View, verdict: Verdict) -> Callable[[argparse.Name
     def run(args: argparse.Namespace) -> int:
         document, shown = asyncio.run(_call(args, call, view))
         print(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() if args.json else shown)
-        sys.stdout.flush()
         return int(verdict(document))
 
     return run
@@ -121,7 +119,7 @@ def _verb(
     view: View,
     verdict: Verdict = fine,
 ) -> argparse.ArgumentParser:
-    parser = verbs.add_parser(name, help=help_text, description=help_text)
+    parser = verbs.add_parser(name, help=help_text, description=help_text, epilog=EXIT_CODES_HELP)
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
         "--admin-url",
@@ -152,7 +150,7 @@ def register(verbs: Verbs) -> None:
           views.status_verdict)  # fmt: skip
 
     batch = _verb(verbs, "batch-status", "a batch's progress and recovery strategy",
-                  lambda op, a: op.batch(a.agent, a.batch), views.batch)  # fmt: skip
+                  lambda op, a: op.batch(a.agent, a.batch), batch_views.batch)  # fmt: skip
     batch.add_argument("agent")
     batch.add_argument("batch")
 

@@ -19,7 +19,6 @@ MAX_TEXT_CHARS = 60  # free text in a column (reasons, errors, notes)
 _INDENT = "    "
 _LABEL_CHARS = 7
 NOTE_CHARS = WIDTH - len(_INDENT) - _LABEL_CHARS - 1  # free text on a line under a row
-DIGEST_CHARS = 8  # of a request digest, enough to tell a tool call's effects apart
 
 
 def when(ms: int) -> str:
@@ -45,7 +44,7 @@ def short(text: str) -> str:
     return fit(text, MAX_TEXT_CHARS)
 
 
-def _shown(value: Any) -> Any:
+def shown(value: Any) -> Any:
     """A status or count of 0 means none, shown as '-' (a False stays 'no')."""
     return "" if value == 0 and not isinstance(value, bool) else value
 
@@ -78,31 +77,29 @@ def table(
     return "\n".join(lines)
 
 
-def step(effect_key: str, digest_chars: int = DIGEST_CHARS) -> str:
-    """What tells one effect of a tool call from its others: the step the agent named
-    (``s-NAME``), the route of a one-effect tool call (``r-ROUTE``) or the request's digest
-    (``d-`` and its first hex digits); an explicit key (``ik:...``) as it is."""
-    _, _, effect_id = effect_key.partition("/")
-    if not effect_id.startswith("tc:"):
-        return effect_id
-    last = effect_id.rpartition(":")[2]
-    return last[: 2 + digest_chars] if last.startswith("d-") else last
-
-
-def steps(actions: Sequence[Document]) -> list[str]:
-    """:func:`step` of each action, digests shown in full where the short ones would look
-    alike within one tool call."""
-    shown = [step(action["effect_key"]) for action in actions]
-    seen: dict[tuple[str, str], int] = {}
-    for action, short_step in zip(actions, shown, strict=True):
-        pair = (action["tool_call"], short_step)
-        seen[pair] = seen.get(pair, 0) + 1
-    return [
-        step(action["effect_key"], 32)
-        if seen[(action["tool_call"], short_step)] > 1
-        else short_step
-        for action, short_step in zip(actions, shown, strict=True)
-    ]
+def _events(document: Document) -> tuple[str, list[str]]:
+    """The line on the outbox, and the columns of each agent's row, by whether a controller is
+    delivered the events (a proxy older than the field does not say: as a store alone)."""
+    backlog, controller = document["backlog"], document.get("controller", "unknown")
+    if controller == "none":
+        kept = document.get("event_retention_s")
+        days = f"{kept // 86_400} days" if kept else "while the proxy runs"
+        line = (
+            f"events: no recovery controller is configured; {backlog} event(s) are kept {days}"
+            " for the events API"
+        )
+        return line, ["agent", "state", "unknown", "events"]
+    if controller == "configured":
+        line = (
+            f"events: {backlog} event(s) not yet accepted by the recovery controller,"
+            f" {document['parked']} agent(s) with delivery parked"
+        )
+    else:
+        line = (
+            f"events: {backlog} event(s) not accepted by a recovery controller (the store cannot"
+            " tell if one is set)"
+        )
+    return line, ["agent", "state", "unknown", "backlog", "delivery", "last error"]
 
 
 def status(document: Document) -> str:
@@ -110,31 +107,7 @@ def status(document: Document) -> str:
         f"store {document['store']}: {document['unknown']} unknown outcome(s) awaiting review,"
         f" {document['paused']} agent(s) paused"
     )
-    # Proxies older than the field do not say: as much as the store alone can say.
-    controller = document.get("controller", "unknown")
-    if controller == "none":
-        kept = document.get("event_retention_s")
-        days = f"{kept // 86_400} days" if kept else "while the proxy runs"
-        events = (
-            f"events: no recovery controller is configured; {document['backlog']} event(s) are"
-            f" kept {days} for the events API"
-        )
-        columns = ["agent", "state", "unknown", "events"]
-        rows = [
-            [a["agent"], "paused" if a["paused"] else "running", a["unknown"], a["backlog"]]
-            for a in document["agents"]
-        ]
-        return f"{head}\n{events}\n\n{table(columns, rows)}"
-    if controller == "configured":
-        events = (
-            f"events: {document['backlog']} event(s) not yet accepted by the recovery"
-            f" controller, {document['parked']} agent(s) with delivery parked"
-        )
-    else:
-        events = (
-            f"events: {document['backlog']} event(s) not accepted by a recovery controller (the"
-            " store cannot tell if one is set)"
-        )
+    events, columns = _events(document)
     rows = [
         [
             a["agent"],
@@ -143,10 +116,9 @@ def status(document: Document) -> str:
             a["backlog"],
             "parked" if a["parked"] else "ok",
             short(a["last_error"]),
-        ]
+        ][: len(columns)]
         for a in document["agents"]
     ]
-    columns = ["agent", "state", "unknown", "backlog", "delivery", "last error"]
     return f"{head}\n{events}\n\n{table(columns, rows)}"
 
 
@@ -155,62 +127,6 @@ def status_verdict(document: Document) -> ExitCode:
     parked delivery."""
     waiting = document["unknown"] or document["paused"] or document["parked"]
     return ExitCode.NOT_FINE if waiting else ExitCode.OK
-
-
-_SECTION_COLUMNS = {
-    "completed": ["tool call", "step", "action", "status", "attempts", "external id"],
-    "failed": ["tool call", "step", "action", "state", "status", "retryable", "attempts"],
-    "pending": ["tool call", "step", "action", "attempts", "lease until"],
-    "unknown": ["tool call", "step", "action", "attempts"],
-}
-_SECTION_NOTES = {"completed": (), "failed": ("key", "reason"), "pending": ("key",),
-                  "unknown": ("key", "reason")}  # fmt: skip
-
-
-def _section(title: str, actions: list[Document]) -> str:
-    """One state's effects: a row each, told apart by step, with what the next command needs
-    (the effect key of one to retry or resolve) under it."""
-    shown_steps = steps(actions)
-    rows = []
-    for action, shown_step in zip(actions, shown_steps, strict=True):
-        values = {
-            **action,
-            "tool call": action["tool_call"],
-            "step": shown_step,
-            "status": _shown(action["status"]),
-            "external id": action["external_id"],
-            "lease until": when(action["lease_expires_ms"]),
-        }
-        rows.append([values[column] for column in _SECTION_COLUMNS[title]])
-    wanted = _SECTION_NOTES[title]
-    notes = [
-        [
-            (label, text)
-            for label, text in (
-                ("key", action["effect_key"]),
-                ("reason", fit(action["reason"], NOTE_CHARS)),
-            )
-            if label in wanted
-        ]
-        for action in actions
-    ]
-    return f"{title} ({len(actions)})\n" + table(_SECTION_COLUMNS[title], rows, notes)
-
-
-def batch(document: Document) -> str:
-    parts = [
-        f"batch {document['batch']} of agent {document['agent']}",
-        f"strategy: {document['strategy']}",
-    ]
-    if document["replay"]:
-        parts.append("a re-run replays tool calls: " + ", ".join(document["replay"]))
-    if document["abandoned"]:
-        gone = document["abandoned"]
-        parts.append(
-            f"abandoned by {gone['actor']} at {when(gone['abandoned_ms'])}: {gone['note']}"
-        )
-    sections = [_section(title, document[title]) for title in _SECTION_COLUMNS]
-    return "\n".join(parts) + "\n\n" + "\n\n".join(sections)
 
 
 def plan(document: Document) -> str:
@@ -248,7 +164,7 @@ def review(document: Document) -> str:
 def record(document: Document) -> str:
     fields = ["effect_key", "state", "batch", "tool_call", "action", "upstream", "method", "path",
               "status", "external_id", "reason", "attempts"]  # fmt: skip
-    rows = [[name, _shown(document[name])] for name in fields]
+    rows = [[name, shown(document[name])] for name in fields]
     rows.append(["updated", when(document["updated_ms"])])
     return table(["field", "value"], rows)
 
