@@ -27,6 +27,7 @@ from pydantic import (
 )
 from yarl import URL
 
+from idemproxy.config_errors import describe
 from idemproxy.errors import ConfigError
 from idemproxy.policies.loader import load_policy, shipped_packs
 from idemproxy.policies.model import Policy
@@ -294,24 +295,15 @@ def _file_layer(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
     if document is None:
-        return {}
+        # A mount of the wrong ConfigMap key, a file truncated: never "OK" with all defaults.
+        raise ConfigError(
+            f"config file {path} has no settings (it is empty or all comments): write them in"
+            " it, e.g. upstreams: {discord: {url: 'https://discord.com/api'}} (see"
+            " docs/configuration.md), or name no config file"
+        )
     if not isinstance(document, dict):
         raise ConfigError(f"config file {path} must be a YAML mapping of settings")
     return document
-
-
-def _describe(exc: ValidationError, sources: dict[str, str]) -> str:
-    problems = []
-    for error in exc.errors():
-        parts = [str(part) for part in error["loc"] if part != "[key]"]
-        where = ".".join(parts) or "(config)"
-        prefixes = (".".join(parts[:n]) for n in range(len(parts), 0, -1))
-        source = next((sources[p] for p in prefixes if p in sources), "defaults")
-        message = error["msg"].removeprefix("Value error, ")
-        if error["type"] == "extra_forbidden":
-            message = "unknown setting; remove it or fix its spelling (see docs/configuration.md)"
-        problems.append(f"{where} (from {source}): {message}")
-    return "invalid configuration: " + "; ".join(problems)
 
 
 def load_config(
@@ -333,7 +325,7 @@ def load_config(
     try:
         config = ProxyConfig.model_validate(merged)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, sources)) from exc
+        raise ConfigError(describe(exc, sources, ProxyConfig)) from exc
     if not config.admin_listen.is_loopback and config.admin_token is None:
         raise ConfigError(
             f"admin_listen {config.admin_listen} is reachable from outside this host, so the"

@@ -23,7 +23,7 @@ from idemproxy.proxy.handler import ProxyState
 from idemproxy.proxy.seal import CompensationSeal
 from idemproxy.proxy.upstreams import Upstream
 from idemproxy.store.base import Store, StoreError
-from idemproxy.store.factory import open_store
+from idemproxy.store.factory import open_store, relative_path_note, store_location
 from idemproxy.store.records import RecordState, Settlement
 from idemproxy.store.replicas import failover_may_lose_claims
 from idemproxy.storeguard import StoreGuard
@@ -166,9 +166,12 @@ async def serve(
                 "listen": str(config.listen),
                 "admin_listen": str(config.admin_listen),
                 "store": store.backend,
+                "store_location": store_location(config.store),
                 "upstreams": sorted(state.upstreams),
             },
         )
+        if note := relative_path_note(config.store):
+            log.info(note, extra={"store_location": store_location(config.store)})
         tune_garbage_collection()
         async with (
             store_watch(state.guard, config.store_safety.check_interval_s),

@@ -32,18 +32,10 @@ async def test_review_list_and_resolve_through_the_admin_api(
     key = await make_effect(store, "bot", "b1", "c1", RecordState.UNKNOWN)
 
     assert await run("review", "list", "--admin-url", url) == 0
-    listing = capsys.readouterr().out
-    assert listing.splitlines()[0].split() == [
-        "EFFECT",
-        "KEY",
-        "BATCH",
-        "TOOL",
-        "CALL",
-        "ACTION",
-        "SINCE",
-        "REASON",
-    ]
-    assert str(key) in listing
+    listing = capsys.readouterr().out.splitlines()
+    assert listing[0].split() == ["SINCE", "UPSTREAM", "METHOD", "PATH", "ACTION"]
+    assert listing[1].split()[2:] == ["discord", "POST", "/channels/1/messages", "post_message"]
+    assert f"    key     {key}" in listing
 
     resolve = ["review", "resolve", str(key), "--as", "not-applied", "--note", "checked"]
     assert await run(*resolve, "--actor", "erin", "--admin-url", url) == 0
@@ -58,14 +50,14 @@ async def test_review_list_and_resolve_through_the_admin_api(
     assert entry["actor"].startswith("erin (admin API")
 
 
-async def test_a_wrong_token_or_no_proxy_is_a_clear_error(
+async def test_a_wrong_token_or_no_proxy_cannot_reach_the_admin_api(
     admin: AdminClient, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("IDEMPROXY_ADMIN_TOKEN", "wrong")
-    assert await run("status", "--admin-url", str(admin.make_url(""))) == 1
-    assert "Authorization: Bearer" in capsys.readouterr().err
-    assert await run("status", "--admin-url", "http://127.0.0.1:9") == 2
-    assert "is the proxy running there?" in capsys.readouterr().err
+    assert await run("status", "--admin-url", str(admin.make_url(""))) == 3
+    assert "refused the token in IDEMPROXY_ADMIN_TOKEN" in capsys.readouterr().err
+    assert await run("status", "--admin-url", "http://127.0.0.1:9") == 3
+    assert "is the proxy running" in capsys.readouterr().err
 
 
 def test_the_verbs_work_on_a_store_directly(
@@ -80,7 +72,7 @@ def test_the_verbs_work_on_a_store_directly(
         await store.close()
 
     asyncio.run(fill())
-    assert main(["status", "--store", url]) == 0
+    assert main(["status", "--store", url]) == 1  # an unknown outcome waits for an operator
     assert "1 unknown outcome(s) awaiting review" in capsys.readouterr().out
     assert main(["batch-status", "bot", "b1", "--store", url]) == 0
     out = capsys.readouterr().out
@@ -93,5 +85,17 @@ def test_the_verbs_work_on_a_store_directly(
     assert (plan["strategy"], plan["archived"]) == ("abandon", True)
     assert main(["batch-status", "bot", "nope", "--store", url]) == 1
     assert "batch 'nope' of agent 'bot' is not in the store" in capsys.readouterr().err
+    assert main(["batch-status", "bot", "nope", "--store", url, "--json"]) == 1
+    error = orjson.loads(capsys.readouterr().out)
+    assert (error["error"], error["exit_code"]) == ("not-found", 1)
+    key = "bot/tc:b1:c1:d-0"
+    resolve = ["review", "resolve", key, "--as", "applied", "--store", url, "--json"]
+    assert main(resolve) == 1  # it completed: a verdict is only for an unknown outcome
+    error = orjson.loads(capsys.readouterr().out)
+    assert (error["error"], error["state"], error["exit_code"]) == (
+        "state-conflict",
+        "completed",
+        1,
+    )
     assert main(["status", "--store", "postgres://x"]) == 2
     assert "valid store URLs are" in capsys.readouterr().err

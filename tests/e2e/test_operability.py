@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 from asyncio.subprocess import PIPE, STDOUT
 from pathlib import Path
@@ -11,7 +12,7 @@ import aiohttp
 import orjson
 import pytest
 
-from tests.support.processes import FakeUpstream, ServedProxy, http_get, running
+from tests.support.processes import REPO, FakeUpstream, ServedProxy, http_get, running
 
 pytestmark = pytest.mark.e2e
 
@@ -90,3 +91,34 @@ async def test_one_json_access_line_per_request_without_secrets_or_bodies(
     log = proxy.output()
     assert "sk-ops-secret" not in log
     assert BODY_MARKER not in log
+
+
+def test_the_start_up_log_names_the_store_file_and_explains_a_relative_path(
+    tmp_path: Path,
+) -> None:
+    # `serve` runs in the repository: a path relative to it that ends in this test's directory.
+    relative = os.path.relpath(tmp_path / "s.db", REPO)
+    proxy = ServedProxy(tmp_path, "--store", f"sqlite:///{relative}")
+    with running(proxy):
+        pass
+    lines = [orjson.loads(line) for line in proxy.output().splitlines() if line.startswith("{")]
+    [listening] = [line for line in lines if line["msg"] == "idemproxy listening"]
+    assert listening["store_location"] == str(tmp_path / "s.db")
+    notes = [line for line in lines if "relative to the working directory" in line["msg"]]
+    assert [(line["msg"], line["store_location"]) for line in notes] == [
+        (
+            f"sqlite:///{relative} names a path relative to the working directory {REPO}; an"
+            " absolute path takes four slashes: sqlite:////var/lib/idemproxy/effects.db",
+            str(tmp_path / "s.db"),
+        )
+    ]
+
+
+def test_the_start_up_log_names_a_redis_store_without_its_password(tmp_path: Path) -> None:
+    proxy = ServedProxy(tmp_path, "--store", "redis://:pw-not-logged@127.0.0.1:6379/0")
+    with running(proxy):
+        pass
+    lines = [orjson.loads(line) for line in proxy.output().splitlines() if line.startswith("{")]
+    [listening] = [line for line in lines if line["msg"] == "idemproxy listening"]
+    assert listening["store_location"] == "redis://:***@127.0.0.1:6379/0"
+    assert "pw-not-logged" not in proxy.output()

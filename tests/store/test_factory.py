@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from idemproxy.store.base import InvalidStoreURL, Store, StoreUnavailable
-from idemproxy.store.factory import open_store
+from idemproxy.store.base import InvalidStoreURL, Store, StoreNotFound, StoreUnavailable
+from idemproxy.store.factory import open_store, store_location
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.redis_store import RedisStore
 from idemproxy.store.sqlite_store import SQLiteStore
@@ -54,6 +54,42 @@ async def test_absolute_sqlite_path_gets_its_directory_created(tmp_path: Path) -
     await store.ping()
     await store.close()
     assert path.is_file()
+
+
+def test_a_store_that_must_exist_is_refused_where_there_is_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreNotFound) as raised:
+        open_store("sqlite:///typo.db", create=False)
+    message = str(raised.value)
+    assert f"no store at {tmp_path / 'typo.db'}" in message
+    assert f"relative to the working directory {tmp_path}" in message
+    assert "sqlite:////" in message  # how to write an absolute path
+    assert "only `idemproxy serve` creates a store" in message
+    with pytest.raises(StoreNotFound):
+        open_store(f"sqlite:///{tmp_path}/no/such/dir/effects.db", create=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_memory_store_cannot_be_opened_from_outside_its_process() -> None:
+    with pytest.raises(StoreNotFound, match="inside the process"):
+        open_store("memory://", create=False)
+
+
+def test_the_store_location_is_an_absolute_path_or_a_url_without_its_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert store_location("sqlite:///data/effects.db") == str(tmp_path / "data" / "effects.db")
+    assert store_location("sqlite:////var/lib/effects.db") == "/var/lib/effects.db"
+    assert store_location("rediss://user:s3cret@redis.example:6380/2") == (
+        "rediss://user:***@redis.example:6380/2"
+    )
+    assert store_location("redis+sentinel://:s3cret@s1:26379,s2/mymaster") == (
+        "redis+sentinel://:***@s1:26379,s2/mymaster"
+    )
+    assert store_location("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
 
 
 @pytest.mark.parametrize(

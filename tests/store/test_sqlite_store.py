@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from idemproxy.store import sqlite_schema
-from idemproxy.store.base import StoreCorrupt, StoreUnavailable
+from idemproxy.store.base import StoreCorrupt, StoreNotFound, StoreUnavailable
 from idemproxy.store.records import EventType, RecordKey, RecordState
 from idemproxy.store.sqlite_store import SQLiteStore
 from tests.store.test_contract import claim_request, completed, fence_of
@@ -125,6 +125,48 @@ async def test_an_unwritable_location_is_reported_unavailable(tmp_path: Path) ->
     try:
         with pytest.raises(StoreUnavailable):
             await store.ping()
+    finally:
+        await store.close()
+
+
+async def test_a_store_that_must_exist_creates_no_file_where_there_is_none(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "missing-dir" / "effects.db"
+    store = SQLiteStore(path, create=False)
+    try:
+        with pytest.raises(StoreNotFound, match="does not exist"):
+            await store.ping()
+    finally:
+        await store.close()
+    assert not path.parent.exists()
+
+
+async def test_a_store_that_must_exist_refuses_a_database_that_is_not_one(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "other.db"
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("CREATE TABLE notes (text TEXT)")
+    before = path.read_bytes()
+    store = SQLiteStore(path, create=False)
+    try:
+        with pytest.raises(StoreNotFound, match="not an idemproxy store"):
+            await store.ping()
+    finally:
+        await store.close()
+    assert path.read_bytes() == before  # no tables added, not switched to WAL
+
+
+async def test_a_store_that_must_exist_opens_one_a_proxy_made(tmp_path: Path) -> None:
+    path = tmp_path / "effects.db"
+    made = SQLiteStore(path)
+    key = RecordKey("agent", "e1")
+    await made.claim(claim_request(key))
+    await made.close()
+    store = SQLiteStore(path, create=False)
+    try:
+        assert await store.get(key) is not None
     finally:
         await store.close()
 

@@ -79,8 +79,8 @@ def build_admin_app(state: ProxyState) -> web.Application:
     sender = ProxySender(proxy_url(config.listen), state.seal)
     policies = {name: upstream.policy for name, upstream in state.upstreams.items()}
     compensator = Compensator(policies, sender)
-    limit = config.recovery.actions_per_minute
-    add_api(app, LedgerService(state.store, limit, compensator, guard=state.guard))
+    limit, controller = config.recovery.actions_per_minute, config.controller
+    add_api(app, LedgerService(state.store, limit, compensator, state.guard, controller))
     add_duplicates(app, state.metrics.blocked)
     app.on_cleanup.append(sender.close)
     app.router.add_get("/healthz", healthz)

@@ -1,20 +1,74 @@
 """A client of the admin API: the :class:`~idemproxy.ledger.service.Operator` of a running
 proxy, for the CLI's ``--admin-url``. Problems come back as the same ``RequestRefused`` the
-service raises locally, so the CLI handles both alike."""
+service raises locally, so the CLI handles both alike. When the admin API cannot be used at
+all, the client says why, in the CLI's terms::
+
+    AdminUnavailable          the admin API cannot be used at the URL
+     +-- AdminUnreachable     nothing answers there
+     +-- NotAdminAPI          something answers, but it is not idemproxy's admin API
+     +-- AdminUnauthorized    the admin API refused the token, or wants one and got none
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from aiohttp import ClientError, ClientSession, ClientTimeout
+import orjson
+from aiohttp import (
+    ClientConnectorError,
+    ClientError,
+    ClientSession,
+    ClientTimeout,
+    ServerDisconnectedError,
+)
+from yarl import URL
 
-from idemproxy.errors import ConfigError, ProblemCode, RequestRefused
+from idemproxy.errors import IdemproxyError, ProblemCode, RequestRefused
 from idemproxy.ledger.documents import Document
 from idemproxy.proxy.problems import PROBLEM_TYPE_BASE
 
 TIMEOUT_S = 30.0
+DEFAULT_ADMIN_URL = "http://127.0.0.1:9090"
+_JSON_TYPES = frozenset({"application/json", "application/problem+json"})
+_WHERE_IT_IS = f"the admin API is on the proxy's admin_listen, default {DEFAULT_ADMIN_URL}"
+
+
+class AdminUnavailable(IdemproxyError):
+    """The admin API cannot be used at the URL; the message says why and what to do."""
+
+
+class AdminUnreachable(AdminUnavailable):
+    """Nothing answers at the URL (refused, timed out, cut off)."""
+
+
+class NotAdminAPI(AdminUnavailable):
+    """A server answers at the URL, but not as idemproxy's admin API does."""
+
+
+class AdminUnauthorized(AdminUnavailable):
+    """The admin API wants its token and got none, or refused the one it got."""
+
+
+def admin_url(text: str) -> str:
+    """The admin API's base URL, without a trailing slash; ValueError says what is wrong."""
+    try:
+        url = URL(text)
+        host = url.host
+    except (ValueError, TypeError):
+        url, host = URL(), None
+    if url.scheme not in ("http", "https") or not host:
+        raise ValueError(
+            f"{text!r} is not an http(s) URL of the admin listener; write it like"
+            f" {DEFAULT_ADMIN_URL}"
+        )
+    if url.query_string or url.fragment:
+        raise ValueError(
+            f"{text!r} must have no query or fragment; write it like {DEFAULT_ADMIN_URL}"
+        )
+    return str(url).rstrip("/")
 
 
 def _segment(value: str) -> str:
@@ -22,8 +76,12 @@ def _segment(value: str) -> str:
 
 
 class AdminClient:
-    def __init__(self, base_url: str, token: str | None = None) -> None:
+    """Calls of the admin API at ``base_url``, with ``token`` as the bearer token if there is
+    one; ``given_as`` says where the token came from, for the message if it is refused."""
+
+    def __init__(self, base_url: str, token: str | None = None, given_as: str = "") -> None:
         self._base_url = base_url.rstrip("/")
+        self._token_source = (given_as or "given") if token else ""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._session = ClientSession(headers=headers, timeout=ClientTimeout(total=TIMEOUT_S))
 
@@ -41,18 +99,57 @@ class AdminClient:
         params = {name: value for name, value in (query or {}).items() if value}
         try:
             async with self._session.request(method, url, params=params, json=body) as response:
-                document = await response.json(content_type=None)
-                status = response.status
+                raw = await response.read()
+                status, content_type = response.status, response.content_type
                 retry_after = response.headers.get("Retry-After", "")
-        except (ClientError, TimeoutError, ValueError) as exc:
-            raise ConfigError(
-                f"cannot use the admin API at {self._base_url} ({exc or type(exc).__name__}):"
-                " is the proxy running there? Pass --admin-url, or --store to work on the store"
+        except (ClientError, TimeoutError) as exc:
+            raise AdminUnreachable(
+                f"nothing answers at {self._base_url} ({_reason(exc)}): is the proxy running,"
+                " with its admin listener (admin_listen) there? Pass --admin-url, or --store to"
+                " work on the store directly"
             ) from exc
-        if status >= 400:
-            raise _refusal(status, document, retry_after)
-        result: Document = document
-        return result
+        document = _document(raw, content_type)
+        answered = f"{method} {path} with {status} {content_type}"
+        if document is None:
+            raise self._not_admin(f"it answered {answered}")
+        if status < 400:
+            return document
+        code_text = str(document.get("type", ""))
+        if not code_text.startswith(PROBLEM_TYPE_BASE):
+            raise self._not_admin(f"it answered {answered} that is not an idemproxy problem")
+        if status == 401:
+            raise self._unauthorized()
+        refusal = _refusal(status, document, retry_after)
+        if status == 403:
+            raise AdminUnauthorized(
+                f"the admin API at {self._base_url} refused the request: {refusal.detail}"
+            )
+        if refusal.code is ProblemCode.UNKNOWN_UPSTREAM:
+            raise self._not_admin(
+                "it is the proxy's own listener (listen), which took /v1 for an upstream's name"
+            )
+        raise refusal
+
+    def _not_admin(self, why: str) -> NotAdminAPI:
+        return NotAdminAPI(
+            f"the server at {self._base_url} is not idemproxy's admin API: {why}. Pass"
+            f" --admin-url: {_WHERE_IT_IS}"
+        )
+
+    def not_a_document(self, missing: str) -> NotAdminAPI:
+        """The error for an answer that is JSON but lacks what the admin API's has."""
+        return self._not_admin(f"its answer is not a document of the admin API (no {missing})")
+
+    def _unauthorized(self) -> AdminUnauthorized:
+        if not self._token_source:
+            return AdminUnauthorized(
+                f"the admin API at {self._base_url} needs its token and none was given: set"
+                " IDEMPROXY_ADMIN_TOKEN to the proxy's admin_token, or pass --token"
+            )
+        return AdminUnauthorized(
+            f"the admin API at {self._base_url} refused the token {self._token_source}: it is"
+            " not the proxy's admin_token"
+        )
 
     async def status(self) -> Document:
         return await self._call("GET", "/v1/status")
@@ -143,10 +240,31 @@ class AdminClient:
         return await self._call("GET", "/v1/duplicates", query)
 
 
-def _refusal(status: int, document: Any, retry_after: str) -> RequestRefused:
+def _reason(exc: BaseException) -> str:
+    """Why a call got no answer, in a few words rather than aiohttp's."""
+    if isinstance(exc, ClientConnectorError):
+        number = exc.os_error.errno
+        return os.strerror(number).lower() if number else str(exc.os_error) or "cannot connect"
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {TIMEOUT_S:g} s"
+    if isinstance(exc, ServerDisconnectedError):
+        return "the connection closed without an answer"
+    return str(exc) or type(exc).__name__
+
+
+def _document(raw: bytes, content_type: str) -> Document | None:
+    """The JSON object an answer carries; None if it carries none (not the admin API)."""
+    if content_type not in _JSON_TYPES:
+        return None
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def _refusal(status: int, document: Document, retry_after: str) -> RequestRefused:
     """The problem document an error answer carries, as the refusal it stands for."""
-    if not isinstance(document, dict):
-        document = {}
     code_text = str(document.pop("type", "")).removeprefix(PROBLEM_TYPE_BASE)
     try:
         code = ProblemCode(code_text)

@@ -1,7 +1,8 @@
 """The ``idemproxy`` command. Each verb group lives in its own module with a ``register``.
 
-Only the CLI configures logging. A :class:`ConfigError` anywhere ends the command with its
-one-paragraph message and exit code 2, never a traceback.
+Only the CLI configures logging. Whatever a verb cannot do (a bad flag, a config error, a proxy
+that does not answer, a refusal) ends the command with the exit code :mod:`.failures` gives it
+and its message, or with ``--json`` a JSON error document, never a traceback.
 """
 
 from __future__ import annotations
@@ -9,20 +10,26 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import cast
 
 from idemproxy import __version__
 from idemproxy.cli import operator, policies, serve
-from idemproxy.errors import ConfigError
-
-EXIT_CONFIG = 2
+from idemproxy.cli.failures import EXIT_CODES_HELP, ExitCode, Parser, failure, report
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="idemproxy", description="Exactly-once sidecar proxy for agents' external effects."
+    parser = Parser(
+        prog="idemproxy",
+        description="Exactly-once sidecar proxy for agents' external effects.",
+        epilog=EXIT_CODES_HELP,
     )
     parser.add_argument("--version", action="version", version=f"idemproxy {__version__}")
-    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    # Every verb's parser is a Parser (argparse makes them of the parent's class); the verb
+    # modules need only what an ArgumentParser has.
+    verbs = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="verb", required=True, metavar="VERB"),
+    )
     serve.register(verbs)
     policies.register(verbs)
     operator.register(verbs)
@@ -30,14 +37,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in arguments  # before parsing, for an error in the command line itself
     try:
+        args = build_parser().parse_args(arguments)
+        as_json = bool(getattr(args, "json", False))
         code: int = args.run(args)
-    except ConfigError as exc:
-        print(f"idemproxy: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
     except KeyboardInterrupt:
-        return 130
+        return int(ExitCode.INTERRUPTED)
+    except Exception as exc:
+        failed = failure(exc)
+        if failed is None:
+            raise
+        report(failed, as_json, exc)
+        return int(failed.exit_code)
     return code
 
 

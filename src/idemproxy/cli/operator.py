@@ -3,9 +3,9 @@ list|resolve|retry``, ``agent status|pause|resume``, ``delivery list|retry``, ``
 ``store status|acknowledge-loss``.
 
 Each works on a running proxy's admin API (``--admin-url``, default ``$IDEMPROXY_ADMIN_URL`` or
-http://127.0.0.1:9090, token from ``$IDEMPROXY_ADMIN_TOKEN``) or directly on a store
-(``--store URL``), prints a readable table, or the JSON document with ``--json``. A refusal
-(unknown key, a record that moved on, a rate limit) exits 1 with the reason; a bad URL exits 2.
+http://127.0.0.1:9090, token from ``--token`` or ``$IDEMPROXY_ADMIN_TOKEN``) or directly on a
+store that a proxy made (``--store URL``; none is ever created here), prints a readable table,
+or the JSON document with ``--json``. Exit codes: :mod:`idemproxy.cli.failures`.
 """
 
 from __future__ import annotations
@@ -16,26 +16,26 @@ import contextlib
 import getpass
 import os
 import socket
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeAlias
 
 import orjson
 
-from idemproxy.admin.client import AdminClient
-from idemproxy.cli import agent_views, compensation, duplicates, store_views, views
-from idemproxy.errors import ConfigError, RequestRefused
+from idemproxy.admin.client import DEFAULT_ADMIN_URL, AdminClient, admin_url
+from idemproxy.cli import agent_views, batch_views, compensation, duplicates, store_views, views
+from idemproxy.cli.failures import EXIT_CODES_HELP, ExitCode
+from idemproxy.errors import ConfigError
 from idemproxy.ledger.documents import Document
 from idemproxy.ledger.service import LedgerService, Operator
-from idemproxy.store.base import InvalidStoreURL, StoreError
 from idemproxy.store.factory import open_store
 
-EXIT_REFUSED = 1
-DEFAULT_ADMIN_URL = "http://127.0.0.1:9090"
+ADMIN_URL_VARIABLE = "IDEMPROXY_ADMIN_URL"
+TOKEN_VARIABLE = "IDEMPROXY_ADMIN_TOKEN"  # noqa: S105 - the name of a variable, not a token
 
 Verbs: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 Call = Callable[[Operator, argparse.Namespace], Awaitable[Document]]
 View = Callable[[Document], str]
+Verdict = Callable[[Document], ExitCode]
 
 
 def default_actor() -> str:
@@ -47,65 +47,95 @@ def default_actor() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
+def fine(document: Document) -> ExitCode:
+    """The verdict of a verb whose answer is all it has to say."""
+    return ExitCode.OK
+
+
+def _admin_client(args: argparse.Namespace) -> AdminClient:
+    """The admin API the flags or the environment name, with the token they give."""
+    if args.admin_url is not None:
+        text, source = args.admin_url, "--admin-url"
+    else:
+        text, source = os.environ.get(ADMIN_URL_VARIABLE) or DEFAULT_ADMIN_URL, ADMIN_URL_VARIABLE
+    try:
+        url = admin_url(text)
+    except ValueError as exc:
+        raise ConfigError(f"{source} {exc}") from exc
+    if args.token is not None:
+        return AdminClient(url, args.token, "given with --token")
+    return AdminClient(url, os.environ.get(TOKEN_VARIABLE) or None, f"in {TOKEN_VARIABLE}")
+
+
 @contextlib.asynccontextmanager
 async def _operator(args: argparse.Namespace) -> AsyncIterator[Operator]:
     if args.store:
-        try:
-            store = open_store(args.store)
-        except InvalidStoreURL as exc:
-            raise ConfigError(str(exc)) from exc
+        if args.token is not None:
+            raise ConfigError(
+                "--token is for the admin API (--admin-url); --store works on the store"
+                " directly and takes no token"
+            )
+        # A command never makes a store: a path no proxy used is a typo, not an empty store.
+        store = open_store(args.store, create=False)
         try:
             yield LedgerService(store)
         finally:
             await store.close()
         return
-    client = AdminClient(args.admin_url, os.environ.get("IDEMPROXY_ADMIN_TOKEN"))
+    client = _admin_client(args)
     try:
         yield client
     finally:
         await client.close()
 
 
-async def _call(args: argparse.Namespace, call: Call) -> Document:
+async def _call(args: argparse.Namespace, call: Call, view: View) -> tuple[Document, str]:
     async with _operator(args) as operator:
-        return await call(operator, args)
-
-
-def _runner(call: Call, view: View) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
+        document = await call(operator, args)
         try:
-            document = asyncio.run(_call(args, call))
-        except RequestRefused as refusal:
-            print(f"idemproxy: {refusal.detail}", file=sys.stderr)
-            if "state" in refusal.extra:
-                print(f"current state: {refusal.extra['state']}", file=sys.stderr)
-            return EXIT_REFUSED
-        except StoreError as exc:
-            print(f"idemproxy: the store is unavailable: {exc}", file=sys.stderr)
-            return EXIT_REFUSED
-        print(
-            orjson.dumps(document, option=orjson.OPT_INDENT_2).decode()
-            if args.json
-            else view(document)
-        )
-        return 0
+            # Shown even for --json, to tell a document of the admin API from any other JSON.
+            shown = view(document)
+        except (KeyError, TypeError) as exc:
+            if isinstance(operator, AdminClient):
+                raise operator.not_a_document(str(exc)) from exc
+            raise
+        return document, shown
+
+
+def _runner(call: Call, view: View, verdict: Verdict) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        document, shown = asyncio.run(_call(args, call, view))
+        print(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() if args.json else shown)
+        return int(verdict(document))
 
     return run
 
 
 def _verb(
-    verbs: Verbs, name: str, help_text: str, call: Call, view: View
+    verbs: Verbs,
+    name: str,
+    help_text: str,
+    call: Call,
+    view: View,
+    verdict: Verdict = fine,
 ) -> argparse.ArgumentParser:
-    parser = verbs.add_parser(name, help=help_text, description=help_text)
+    parser = verbs.add_parser(name, help=help_text, description=help_text, epilog=EXIT_CODES_HELP)
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
         "--admin-url",
-        default=os.environ.get("IDEMPROXY_ADMIN_URL", DEFAULT_ADMIN_URL),
-        help="a running proxy's admin listener (token from IDEMPROXY_ADMIN_TOKEN)",
+        help=f"a running proxy's admin listener (default ${ADMIN_URL_VARIABLE} or"
+        f" {DEFAULT_ADMIN_URL})",
     )
-    source.add_argument("--store", help="work on this store instead: redis://..., sqlite:///...")
+    source.add_argument(
+        "--store", help="work on this store instead (one a proxy made): redis://..., sqlite:///..."
+    )
+    parser.add_argument(
+        "--token",
+        help=f"the admin API's token (default ${TOKEN_VARIABLE}, which keeps it out of the"
+        " process list)",
+    )
     parser.add_argument("--json", action="store_true", help="print the JSON document")
-    parser.set_defaults(run=_runner(call, view))
+    parser.set_defaults(run=_runner(call, view, verdict))
     return parser
 
 
@@ -115,11 +145,12 @@ def _acting(parser: argparse.ArgumentParser) -> None:
 
 
 def register(verbs: Verbs) -> None:
-    _verb(verbs, "status", "unknown outcomes and delivery backlog of every agent",
-          lambda op, a: op.status(), views.status)  # fmt: skip
+    _verb(verbs, "status", "unknown outcomes, paused agents and events of every agent; exits 1"
+          " when any wait for an operator", lambda op, a: op.status(), views.status,
+          views.status_verdict)  # fmt: skip
 
     batch = _verb(verbs, "batch-status", "a batch's progress and recovery strategy",
-                  lambda op, a: op.batch(a.agent, a.batch), views.batch)  # fmt: skip
+                  lambda op, a: op.batch(a.agent, a.batch), batch_views.batch)  # fmt: skip
     batch.add_argument("agent")
     batch.add_argument("batch")
 
@@ -235,8 +266,9 @@ def _register_delivery(delivery: argparse.ArgumentParser) -> None:
 
 def _register_store(store: argparse.ArgumentParser) -> None:
     store_verbs = store.add_subparsers(dest="store_verb", required=True, metavar="VERB")
-    _verb(store_verbs, "status", "whether the store can keep records, whether it lost some",
-          lambda op, a: op.store_status(), store_views.status)  # fmt: skip
+    _verb(store_verbs, "status", "whether the store can keep records, whether it lost some;"
+          " exits 1 unless it is ready", lambda op, a: op.store_status(), store_views.status,
+          store_views.status_verdict)  # fmt: skip
     acknowledge = _verb(
         store_verbs,
         "acknowledge-loss",

@@ -63,8 +63,18 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warn_without_upstreams(loaded: LoadedConfig) -> None:
+    """A config may leave upstreams to the environment, but one with none proxies nothing."""
+    if not loaded.config.upstreams:
+        print(
+            "warning: no upstreams are configured, so every request would be answered 404"
+            " unknown-upstream; add them under upstreams: (docs/configuration.md)"
+        )
+
+
 def _check_config(args: argparse.Namespace) -> int:
     loaded = _load(args)
+    _warn_without_upstreams(loaded)
     for name, policy in loaded.policies.items():
         url = loaded.config.upstreams[name].url
         print(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from idemproxy.cli.views import short, table, when
+from idemproxy.cli.failures import ExitCode
+from idemproxy.cli.views import log, when
 from idemproxy.ledger.documents import Document
 
 
@@ -21,16 +22,10 @@ def status(document: Document) -> str:
             f"marker: {marker['epoch']}, made {when(marker['created_ms'])},"
             f" {marker['checks']} checks"
         )
-    rows = [
-        [
-            when(e["ts_ms"]),
-            e["actor"],
-            e["action"],
-            short(e["before"]),
-            e["after"],
-            short(e["note"]),
-        ]
-        for e in document["log"]
-    ]
-    lines += ["", "log", table(["when", "actor", "action", "before", "after", "note"], rows)]
+    lines += ["", "log", log(document["log"])]
     return "\n".join(lines)
+
+
+def status_verdict(document: Document) -> ExitCode:
+    """Not fine unless the store is ready: it may lose records, or it lost some."""
+    return ExitCode.OK if document["status"] == "ready" else ExitCode.NOT_FINE

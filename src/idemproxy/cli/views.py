@@ -1,4 +1,9 @@
-"""Readable tables of the operator's documents (``--json`` prints the documents themselves)."""
+"""Readable tables of the operator's documents (``--json`` prints the documents themselves).
+
+A table fits in :data:`WIDTH` columns with the ids real agents use: what does not fit in a
+row (an effect key, a reason, a note) goes on indented lines under it. Ids and keys are never
+cut, since they are what the next command takes; free text is, and ``--json`` has it whole.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,14 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from idemproxy.cli.failures import ExitCode
 from idemproxy.ledger.documents import Document
 
-MAX_TEXT_CHARS = 60  # free text (reasons, errors, notes); ids and keys are never cut
+WIDTH = 100
+MAX_TEXT_CHARS = 60  # free text in a column (reasons, errors, notes)
+_INDENT = "    "
+_LABEL_CHARS = 7
+NOTE_CHARS = WIDTH - len(_INDENT) - _LABEL_CHARS - 1  # free text on a line under a row
 
 
 def when(ms: int) -> str:
@@ -24,35 +34,80 @@ def _cell(value: Any) -> str:
     return "-" if value in ("", None) else str(value)
 
 
+def fit(text: str, chars: int) -> str:
+    """Free text cut to ``chars``; --json has it whole."""
+    return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
 def short(text: str) -> str:
-    """Free text cut to fit a table; --json has it whole."""
-    return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
+    """Free text cut to fit a table column."""
+    return fit(text, MAX_TEXT_CHARS)
 
 
-def _shown(value: Any) -> Any:
+def shown(value: Any) -> Any:
     """A status or count of 0 means none, shown as '-' (a False stays 'no')."""
     return "" if value == 0 and not isinstance(value, bool) else value
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Left-aligned columns under upper-case headers; '(none)' for no rows."""
+Notes = Sequence[tuple[str, str]]
+
+
+def table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    notes: Sequence[Notes] | None = None,
+) -> str:
+    """Left-aligned columns under upper-case headers; '(none)' for no rows. ``notes`` are
+    (label, text) lines under each row, for what does not fit in a column; empty texts are
+    left out."""
     if not rows:
         return "(none)"
     cells = [[header.upper() for header in headers]] + [[_cell(v) for v in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-        for row in cells
-    ]
-    return "\n".join(line.rstrip() for line in lines)
+    lines = []
+    for number, row in enumerate(cells):
+        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        lines.append(line.rstrip())
+        if notes and number:
+            lines += [
+                f"{_INDENT}{label.ljust(_LABEL_CHARS)} {text}"
+                for label, text in notes[number - 1]
+                if text
+            ]
+    return "\n".join(lines)
+
+
+def _events(document: Document) -> tuple[str, list[str]]:
+    """The line on the outbox, and the columns of each agent's row, by whether a controller is
+    delivered the events (a proxy older than the field does not say: as a store alone)."""
+    backlog, controller = document["backlog"], document.get("controller", "unknown")
+    if controller == "none":
+        kept = document.get("event_retention_s")
+        days = f"{kept // 86_400} days" if kept else "while the proxy runs"
+        line = (
+            f"events: no recovery controller is configured; {backlog} event(s) are kept {days}"
+            " for the events API"
+        )
+        return line, ["agent", "state", "unknown", "events"]
+    if controller == "configured":
+        line = (
+            f"events: {backlog} event(s) not yet accepted by the recovery controller,"
+            f" {document['parked']} agent(s) with delivery parked"
+        )
+    else:
+        line = (
+            f"events: {backlog} event(s) not accepted by a recovery controller (the store cannot"
+            " tell if one is set)"
+        )
+    return line, ["agent", "state", "unknown", "backlog", "delivery", "last error"]
 
 
 def status(document: Document) -> str:
     head = (
         f"store {document['store']}: {document['unknown']} unknown outcome(s) awaiting review,"
-        f" {document['backlog']} event(s) not yet delivered, {document['parked']} agent(s)"
-        f" with delivery parked, {document['paused']} agent(s) paused"
+        f" {document['paused']} agent(s) paused"
     )
+    events, columns = _events(document)
     rows = [
         [
             a["agent"],
@@ -61,44 +116,17 @@ def status(document: Document) -> str:
             a["backlog"],
             "parked" if a["parked"] else "ok",
             short(a["last_error"]),
-        ]
+        ][: len(columns)]
         for a in document["agents"]
     ]
-    columns = ["agent", "state", "unknown", "backlog", "delivery", "last error"]
-    return head + "\n\n" + table(columns, rows)
+    return f"{head}\n{events}\n\n{table(columns, rows)}"
 
 
-def _actions(title: str, actions: list[Document], columns: Sequence[str]) -> str:
-    rows = [
-        [short(action[c]) if c == "reason" else _shown(action[c]) for c in columns]
-        for action in actions
-    ]
-    return f"{title} ({len(actions)})\n" + table(columns, rows)
-
-
-def batch(document: Document) -> str:
-    parts = [
-        f"batch {document['batch']} of agent {document['agent']}",
-        f"strategy: {document['strategy']}",
-    ]
-    if document["replay"]:
-        parts.append("a re-run replays tool calls: " + ", ".join(document["replay"]))
-    if document["abandoned"]:
-        gone = document["abandoned"]
-        parts.append(
-            f"abandoned by {gone['actor']} at {when(gone['abandoned_ms'])}: {gone['note']}"
-        )
-    sections = [
-        _actions(
-            "completed", document["completed"], ["tool_call", "action", "status", "external_id"]
-        ),
-        _actions(
-            "failed", document["failed"], ["tool_call", "action", "status", "retryable", "reason"]
-        ),
-        _actions("pending", document["pending"], ["tool_call", "action", "attempts", "effect_key"]),
-        _actions("unknown", document["unknown"], ["tool_call", "action", "effect_key", "reason"]),
-    ]
-    return "\n".join(parts) + "\n\n" + "\n\n".join(sections)
+def status_verdict(document: Document) -> ExitCode:
+    """Not fine while anything waits for an operator: an unknown outcome, a paused agent, a
+    parked delivery."""
+    waiting = document["unknown"] or document["paused"] or document["parked"]
+    return ExitCode.NOT_FINE if waiting else ExitCode.OK
 
 
 def plan(document: Document) -> str:
@@ -116,24 +144,27 @@ def plan(document: Document) -> str:
 
 
 def review(document: Document) -> str:
+    """The review queue: what each request was, with its key (for ``review resolve``) and
+    why its outcome is unknown under it."""
+    items = document["items"]
     rows = [
-        [
-            item["effect_key"],
-            item["batch"],
-            item["tool_call"],
-            item["action"],
-            when(item["updated_ms"]),
-            short(item["reason"]),
-        ]
-        for item in document["items"]
+        [when(i["updated_ms"]), i["upstream"], i["method"], i["path"], i["action"]] for i in items
     ]
-    return table(["effect key", "batch", "tool call", "action", "since", "reason"], rows)
+    notes = [
+        [
+            ("key", item["effect_key"]),
+            ("batch", f"{item['batch']}, tool call {item['tool_call']}" if item["batch"] else ""),
+            ("reason", fit(item["reason"], NOTE_CHARS)),
+        ]
+        for item in items
+    ]
+    return table(["since", "upstream", "method", "path", "action"], rows, notes)
 
 
 def record(document: Document) -> str:
     fields = ["effect_key", "state", "batch", "tool_call", "action", "upstream", "method", "path",
               "status", "external_id", "reason", "attempts"]  # fmt: skip
-    rows = [[name, _shown(document[name])] for name in fields]
+    rows = [[name, shown(document[name])] for name in fields]
     rows.append(["updated", when(document["updated_ms"])])
     return table(["field", "value"], rows)
 
@@ -153,15 +184,25 @@ def deliveries(document: Document) -> str:
     return table(["agent", "backlog", "delivery", "attempts", "last delivered", "last error"], rows)
 
 
-def audit(document: Document) -> str:
-    rows = [
+def log(entries: list[Document]) -> str:
+    """Entries of an audit log, newest last: when, what and who in a row, the rest under it.
+    Who is cut to the room the row leaves (--json has it whole)."""
+    if not entries:
+        return "(none)"
+    action_chars = max(len("action"), *(len(e["action"]) for e in entries))
+    actor_chars = WIDTH - len("2026-01-01 00:00:00Z") - action_chars - 4
+    rows = [[when(e["ts_ms"]), e["action"], fit(e["actor"], actor_chars)] for e in entries]
+    notes = [
         [
-            when(e["ts_ms"]),
-            e["actor"],
-            e["action"],
-            e["target"],
-            *map(short, (e["before"], e["after"], e["note"])),
+            ("target", entry.get("target", "")),
+            ("before", fit(entry["before"], NOTE_CHARS)),
+            ("after", fit(entry["after"], NOTE_CHARS)),
+            ("note", fit(entry["note"], NOTE_CHARS)),
         ]
-        for e in document["entries"]
+        for entry in entries
     ]
-    return table(["when", "actor", "action", "target", "before", "after", "note"], rows)
+    return table(["when", "action", "actor"], rows, notes)
+
+
+def audit(document: Document) -> str:
+    return log(document["entries"])

@@ -7,9 +7,10 @@ the same documents and raise the same :class:`~idemproxy.errors.RequestRefused` 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any, Protocol
 
-from idemproxy.config import StoreSafetyConfig
+from idemproxy.config import ControllerConfig, StoreSafetyConfig
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger import documents
 from idemproxy.ledger.audit import ActionLimit, AuditAction
@@ -26,6 +27,23 @@ from idemproxy.store.records import StoredResponse
 from idemproxy.storeguard import StoreGuard
 
 MAX_LIMIT = 1000
+# How long the durable stores keep events no controller waits for (EVENT_RETENTION_S of
+# store/sqlite_store.py and store/redis_store.py); memory:// keeps them while it runs.
+EVENT_HISTORY_S = 7 * 86_400
+
+
+class ControllerSetting(StrEnum):
+    """Whether a recovery controller is delivered the events, as ``status`` reports it."""
+
+    CONFIGURED = "configured"
+    NONE = "none"
+    UNKNOWN = "unknown"  # a store alone does not say: the proxies' configs do
+
+    @classmethod
+    def of(cls, controller: ControllerConfig | None) -> ControllerSetting:
+        if controller is None:
+            return cls.UNKNOWN
+        return cls.CONFIGURED if controller.url is not None else cls.NONE
 
 
 class Operator(Protocol):
@@ -72,7 +90,8 @@ class LedgerService:
     """:class:`Operator` on a store; compensations need a ``compensator`` (a running proxy).
 
     The store is judged by ``guard``, a running proxy's; without one (the CLI on a store),
-    by a guard of the default ``store_safety`` settings.
+    by a guard of the default ``store_safety`` settings. ``controller`` is a running proxy's
+    controller settings; without them ``status`` cannot say whether events are delivered.
     """
 
     def __init__(
@@ -81,8 +100,10 @@ class LedgerService:
         actions_per_minute: int = 60,
         compensator: Compensator | None = None,
         guard: StoreGuard | None = None,
+        controller: ControllerConfig | None = None,
     ) -> None:
         self._store = store
+        self._controller = ControllerSetting.of(controller)
         self._limit = ActionLimit(store, actions_per_minute)
         self._review = Review(store, self._limit)
         self._recovery = Recovery(store, self._limit)
@@ -107,6 +128,8 @@ class LedgerService:
         return {
             "store": self._store.backend,
             "unknown": sum(item["unknown"] for item in agents),
+            "controller": self._controller.value,
+            "event_retention_s": None if self._store.backend == "memory" else EVENT_HISTORY_S,
             "backlog": sum(item["backlog"] for item in agents),
             "parked": sum(1 for item in agents if item["parked"]),
             "paused": sum(1 for item in agents if item["paused"]),

@@ -7,6 +7,7 @@ boundary into this tree, chained with ``from``::
     StoreError
      +-- StoreUnavailable      the store cannot be reached or did not answer in time
      +-- StoreCorrupt          a record could not be decoded (never silently dropped)
+     +-- StoreNotFound         a store that must already exist (the CLI's) is not there
      +-- InvalidStoreURL       a store URL that names no backend or is malformed
 """
 
@@ -42,6 +43,11 @@ class StoreUnavailable(StoreError):
 
 class StoreCorrupt(StoreError):
     """A stored record or event could not be decoded."""
+
+
+class StoreNotFound(StoreError):
+    """No store where one must already be: only ``idemproxy serve`` makes a store, so a
+    command that reads or settles records refuses a path a proxy never used (a typo)."""
 
 
 class InvalidStoreURL(StoreError, ValueError):

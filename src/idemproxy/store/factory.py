@@ -6,9 +6,10 @@ Opening connects to nothing: a store that is down at start-up is reported by its
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from idemproxy.store.base import InvalidStoreURL, Store
+from idemproxy.store.base import InvalidStoreURL, Store, StoreNotFound
 from idemproxy.store.memory import MemoryStore
 
 VALID_FORMS = """valid store URLs are:
@@ -26,16 +27,25 @@ for N replicas to have it (docs/configuration.md)."""
 _REDIS_SCHEMES = ("redis", "rediss", "redis+sentinel", "redis+cluster")
 
 
-def open_store(url: str) -> Store:
-    """The store named by ``url``; :class:`InvalidStoreURL` lists the valid forms otherwise."""
+def open_store(url: str, *, create: bool = True) -> Store:
+    """The store named by ``url``; :class:`InvalidStoreURL` lists the valid forms otherwise.
+
+    ``create`` (a proxy) makes a SQLite file and its directory where there is none. Without
+    it (the CLI) a store must be there already: :class:`StoreNotFound` says where it looked.
+    """
     scheme, sep, _ = url.partition("://")
     scheme = scheme.lower()
     if not sep:
         raise _invalid(url, "it has no scheme")
     if scheme == "memory":
+        if not create:
+            raise StoreNotFound(
+                "memory:// lives inside the process that opened it: no other process can"
+                " reach a proxy's memory store. Use that proxy's admin API (--admin-url)"
+            )
         return MemoryStore()
     if scheme == "sqlite":
-        return _open_sqlite(url)
+        return _open_sqlite(url, create)
     if scheme in _REDIS_SCHEMES:
         # Imported here so that a deployment on SQLite never loads the Redis client.
         from idemproxy.store.redis_store import RedisStore
@@ -59,15 +69,53 @@ def sqlite_path(url: str) -> Path:
     return Path(path)
 
 
-def _open_sqlite(url: str) -> Store:
+def relative_path_note(url: str) -> str:
+    """For a ``sqlite:///relative.db`` URL, what the path is relative to; else ''."""
+    path = sqlite_path(url) if url.lower().startswith("sqlite:") else None
+    if path is None or path.is_absolute():
+        return ""
+    return (
+        f"{url} names a path relative to the working directory {Path.cwd()}; an absolute path"
+        " takes four slashes: sqlite:////var/lib/idemproxy/effects.db"
+    )
+
+
+def store_location(url: str) -> str:
+    """Where the store is, fit for a log line: a SQLite file's absolute path, or the URL with
+    any password masked."""
+    if url.lower().startswith("sqlite:"):
+        return str(sqlite_path(url).resolve())
+    return _PASSWORD.sub(r"\1***@", url)
+
+
+# The password of redis://user:password@host or redis://:password@host, up to the last '@'
+# of the authority (a password may hold '@').
+_PASSWORD = re.compile(r"^([a-z+]+://[^/:@]*:)[^/]*@", re.IGNORECASE)
+
+
+def _open_sqlite(url: str, create: bool) -> Store:
     from idemproxy.store.sqlite_store import SQLiteStore
 
     path = sqlite_path(url)
+    if not create:
+        if not path.is_file():
+            raise _not_found(url, path)
+        return SQLiteStore(path, create=False)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise _invalid(url, f"cannot create the directory {path.parent}: {exc}") from exc
     return SQLiteStore(path)
+
+
+def _not_found(url: str, path: Path) -> StoreNotFound:
+    missing = next((p for p in reversed(path.resolve().parents) if not p.exists()), None)
+    why = f"the directory {missing} does not exist" if missing else "the file does not exist"
+    where = relative_path_note(url)
+    return StoreNotFound(
+        f"no store at {path.resolve()}: {why}{f' ({where})' if where else ''}. Check the"
+        " path: only `idemproxy serve` creates a store"
+    )
 
 
 def _invalid(url: str, why: str) -> InvalidStoreURL:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from idemproxy.store import clock, sqlite_control, sqlite_journal, sqlite_safety, sqlite_worklist
-from idemproxy.store.base import StoreCorrupt
+from idemproxy.store.base import StoreCorrupt, StoreNotFound
 from idemproxy.store.layout import dump_headers, load_headers
 from idemproxy.store.records import (
     EffectEvent,
@@ -78,11 +78,20 @@ _RECORD_COLUMNS = (
 )
 
 
-def connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
-    """Open the file, switch it to WAL and create the tables if they are missing."""
-    db = sqlite3.connect(path, isolation_level=None, timeout=busy_timeout_ms / 1000)
+def connect(path: Path, busy_timeout_ms: int, *, create: bool = True) -> sqlite3.Connection:
+    """Open the file, switch it to WAL and create the tables if they are missing.
+
+    Without ``create`` the file must be a store already: :class:`StoreNotFound` if there is
+    no file (none is made) or it holds none of the store's tables (none are added).
+    """
+    if create:
+        db = sqlite3.connect(path, isolation_level=None, timeout=busy_timeout_ms / 1000)
+    else:
+        db = _open_existing(path, busy_timeout_ms)
     try:
         db.row_factory = sqlite3.Row
+        if not create:
+            _check_is_store(db, path)
         db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         # WAL lets readers (other proxies, the CLI) run while one process writes.
         _switch_to_wal(db, busy_timeout_ms)
@@ -111,6 +120,30 @@ def connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
         db.close()
         raise
     return db
+
+
+def _open_existing(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
+    """The file at ``path`` opened read-write, never created (``mode=rw``)."""
+    if not path.is_file():
+        raise StoreNotFound(f"no store at {path.resolve()}: the file does not exist")
+    uri = path.resolve().as_uri() + "?mode=rw"
+    try:
+        return sqlite3.connect(uri, uri=True, isolation_level=None, timeout=busy_timeout_ms / 1000)
+    except sqlite3.OperationalError as exc:
+        # Gone between the check and the open, or not readable: no store to use either way.
+        raise StoreNotFound(f"no store at {path.resolve()}: {exc}") from exc
+
+
+def _check_is_store(db: sqlite3.Connection, path: Path) -> None:
+    """Refuse a SQLite file that holds none of the store's tables, before writing to it."""
+    found = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'records'"
+    ).fetchone()
+    if found is None:
+        raise StoreNotFound(
+            f"no store at {path.resolve()}: the file is not an idemproxy store (it has none"
+            " of its tables)"
+        )
 
 
 def _switch_to_wal(db: sqlite3.Connection, busy_timeout_ms: int) -> None:

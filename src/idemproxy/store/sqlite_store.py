@@ -75,9 +75,15 @@ class SQLiteStore:
         *,
         busy_timeout_ms: int = BUSY_TIMEOUT_MS,
         event_retention_s: int = EVENT_RETENTION_S,
+        create: bool = True,
     ) -> None:
-        """Nothing is opened until the first call, and then on the store's own thread."""
+        """Nothing is opened until the first call, and then on the store's own thread.
+
+        ``create`` makes the file and its tables where there are none (a proxy); without it
+        the first call raises :class:`~idemproxy.store.base.StoreNotFound` instead (the CLI).
+        """
         self._path = Path(path)
+        self._create = create
         self._busy_timeout_ms = busy_timeout_ms
         self._retention_ms = event_retention_s * 1000
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="idemproxy-sqlite")
@@ -102,7 +108,7 @@ class SQLiteStore:
 
     def _on_worker(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._db is None:
-            db = schema.connect(self._path, self._busy_timeout_ms)
+            db = schema.connect(self._path, self._busy_timeout_ms, create=self._create)
             try:
                 self._clock = SteadyClock(schema.clock_offset(db))
             except BaseException:
@@ -358,7 +364,7 @@ class SQLiteStore:
             return db
         db.close()
         self._db = None
-        db = self._db = schema.connect(self._path, self._busy_timeout_ms)
+        db = self._db = schema.connect(self._path, self._busy_timeout_ms, create=self._create)
         self._file = safety.file_identity(self._path)
         return db
 

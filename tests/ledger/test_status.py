@@ -1,0 +1,38 @@
+"""The status document says whether a recovery controller is delivered the events, and how
+long the store keeps them when none is."""
+
+from __future__ import annotations
+
+import pytest
+
+from idemproxy.config import ControllerConfig
+from idemproxy.ledger.service import EVENT_HISTORY_S, LedgerService
+from idemproxy.store import redis_store, sqlite_store
+from idemproxy.store.base import Store
+from idemproxy.store.records import RecordState
+from tests.ledger.conftest import SECRET, make_effect
+
+
+@pytest.mark.parametrize(
+    ("controller", "said"),
+    [
+        (None, "unknown"),
+        (ControllerConfig(), "none"),
+        (ControllerConfig(url="https://recovery.internal/events", secret=SECRET), "configured"),
+    ],
+    ids=["store-alone", "no-controller", "controller"],
+)
+async def test_status_says_whether_events_are_delivered(
+    store: Store, ns: str, controller: ControllerConfig | None, said: str
+) -> None:
+    await make_effect(store, f"{ns}-bot", "b1", "c1", RecordState.COMPLETED)
+    document = await LedgerService(store, controller=controller).status()
+    assert document["controller"] == said
+    [agent] = [entry for entry in document["agents"] if entry["agent"] == f"{ns}-bot"]
+    assert agent["backlog"] == 1
+    kept = None if store.backend == "memory" else EVENT_HISTORY_S
+    assert document["event_retention_s"] == kept
+
+
+def test_the_event_history_is_what_the_durable_stores_keep() -> None:
+    assert EVENT_HISTORY_S == sqlite_store.EVENT_RETENTION_S == redis_store.EVENT_RETENTION_S
