@@ -27,14 +27,14 @@ def agent_section() -> str:
 
 
 def snippets() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", agent_section(), flags=re.DOTALL)
+    return [str(block) for block in re.findall(r"```python\n(.*?)```", agent_section(), re.DOTALL)]
 
 
 def agent_install_command() -> list[str]:
     """The packages the README tells a user to install in the agent's environment."""
     commands = re.findall(r"`pip install ([^`]+)` in the agent's environment", agent_section())
     assert len(commands) == 1, "the README must say what to install where the agent runs"
-    return commands[0].split()
+    return str(commands[0]).split()
 
 
 def imported_modules(source: str) -> set[str]:
