@@ -17,6 +17,7 @@ install: $(BIN)/python  ## the proxy alone
 dev: $(BIN)/python  ## the proxy plus everything the tests and checks use
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,deploy,sdk]'
 	scripts/install-deploy-tools.sh $(VENV)
+	scripts/install-browser.sh $(VENV)
 
 lint: dev
 	$(BIN)/ruff check $(PY_SOURCES)
@@ -28,8 +29,9 @@ typecheck: dev
 unit: dev
 	$(BIN)/pytest -q -m "not redis and not e2e"
 
-test: dev  ## lint, types, and the whole suite against a real Redis
+test: dev  ## lint, types, and the whole suite against a real Redis and the reference Bluesky PDS
 	scripts/ensure-redis.sh
+	scripts/ensure-pds.sh >/dev/null
 	$(BIN)/ruff check $(PY_SOURCES)
 	$(BIN)/ruff format --check $(PY_SOURCES)
 	$(BIN)/mypy $(PY_SOURCES)

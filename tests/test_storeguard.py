@@ -82,12 +82,12 @@ async def test_an_evicting_store_refuses_effects_until_it_is_fixed() -> None:
     assert "nothing was sent" in refused.detail
     assert "CONFIG SET maxmemory-policy noeviction" in refused.detail
     assert not guard.admits
-    assert sample(metrics, "idemproxy_store_risk", risk="eviction") == 1
+    assert sample(metrics, "idemproxy_store_risk", risk="eviction", store_scope="pod") == 1
 
     store.said = SAFE  # CONFIG SET maxmemory-policy noeviction: nothing was evicted
     assert (await guard.check()).status is SafetyStatus.READY
     await guard.admit()
-    assert sample(metrics, "idemproxy_store_risk", risk="eviction") == 0
+    assert sample(metrics, "idemproxy_store_risk", risk="eviction", store_scope="pod") == 0
 
 
 async def test_accepted_risks_are_warnings() -> None:
@@ -95,7 +95,7 @@ async def test_accepted_risks_are_warnings() -> None:
     guard, metrics = guard_of(store, allow_eviction=True)
     await guard.admit()
     assert len(guard.verdict.warnings) == 2
-    assert sample(metrics, "idemproxy_store_risk", risk="no_persistence") == 1
+    assert sample(metrics, "idemproxy_store_risk", risk="no_persistence", store_scope="pod") == 1
 
 
 async def test_required_persistence_refuses_effects_on_a_store_without_it() -> None:
@@ -121,7 +121,7 @@ async def test_a_store_emptied_under_the_guard_refuses_effects_until_acknowledge
     assert verdict.loss.kind is LossKind.MARKER_GONE
     assert refused.code is ProblemCode.STORE_RECORDS_LOST
     assert "idemproxy store acknowledge-loss" in refused.detail
-    assert sample(metrics, "idemproxy_store_records_lost") == 1
+    assert sample(metrics, "idemproxy_store_records_lost", store_scope="pod") == 1
     assert [record.message for record in caplog.records] == [
         "the store lost records: effects are refused"
     ]
@@ -129,7 +129,7 @@ async def test_a_store_emptied_under_the_guard_refuses_effects_until_acknowledge
     assert await store.acknowledge_loss(verdict.loss.loss_id, "alice", "checked") is not None
     assert (await guard.check()).status is SafetyStatus.READY
     await guard.admit()
-    assert sample(metrics, "idemproxy_store_records_lost") == 0
+    assert sample(metrics, "idemproxy_store_records_lost", store_scope="pod") == 0
 
 
 async def test_evictions_between_checks_are_a_loss_unless_allowed() -> None:

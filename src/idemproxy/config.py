@@ -184,6 +184,9 @@ class StoreSafetyConfig(Frozen):
     check_interval_s: Annotated[float, Field(gt=0, le=3600)] = 2.0
 
 
+_HOST_NAME = re.compile(r"[a-z0-9_]([a-z0-9_.-]{0,251}[a-z0-9_])?")
+
+
 class ProxyConfig(Frozen):
     listen: HostPort = HostPort(host="127.0.0.1", port=8080)
     admin_listen: HostPort = HostPort(host="127.0.0.1", port=9090)
@@ -191,6 +194,9 @@ class ProxyConfig(Frozen):
     allow_agent_header: bool = True
     store: str = "sqlite:///idemproxy.db"
     admin_token: SecretStr | None = None
+    # Names the admin API may be addressed by besides localhost, IP addresses and admin_listen's
+    # own host: any other Host is refused, which stops DNS rebinding (admin/forgery.py).
+    admin_hosts: tuple[str, ...] = ()
     log_level: LogLevel = LogLevel.INFO
     shutdown_timeout_s: Annotated[float, Field(ge=0, le=3600)] = 20.0
     # Longest an agent may take to accept one write of its answer before it counts as gone.
@@ -203,6 +209,24 @@ class ProxyConfig(Frozen):
     store_safety: StoreSafetyConfig = StoreSafetyConfig()
 
     _host_port = field_validator("listen", "admin_listen", mode="before")(parse_host_port)
+
+    @field_validator("admin_hosts", mode="before")
+    @classmethod
+    def _host_names(cls, value: object) -> object:
+        if isinstance(value, str):  # IDEMPROXY_ADMIN_HOSTS=name,name; empty: none
+            value = [part for part in value.split(",") if part.strip()]
+        if not isinstance(value, list | tuple):
+            return value
+        names = []
+        for entry in value:
+            name = str(entry).strip().lower().rstrip(".")
+            if not _HOST_NAME.fullmatch(name):
+                raise ValueError(
+                    f"{str(entry).strip()!r} is not a host name; list names alone, without"
+                    " scheme or port, like idemproxy-admin.tools.svc"
+                )
+            names.append(name)
+        return tuple(names)
 
     @field_validator("admin_token")
     @classmethod

@@ -44,11 +44,17 @@ class ProblemCode(StrEnum):
     UPSTREAM_TIMEOUT = "upstream-timeout"
     SHUTTING_DOWN = "shutting-down"
     AGENT_PAUSED = "agent-paused"
+    # Idem-Compensates without the seal of the proxy's own sender (proxy/seal.py).
+    FORGED_COMPENSATION = "forged-compensation"
     # Answers of the admin API (and of the CLI working on a store directly).
     UNAUTHORIZED = "unauthorized"
     NOT_FOUND = "not-found"
     STATE_CONFLICT = "state-conflict"
     RATE_LIMITED = "rate-limited"
+    # What a web page can make a browser send (admin/forgery.py).
+    FOREIGN_HOST = "foreign-host"
+    CROSS_ORIGIN_REQUEST = "cross-origin-request"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported-media-type"
 
 
 class RequestRefused(IdemproxyError):

@@ -16,11 +16,12 @@ from idemproxy.admin.app import build_admin_app
 from idemproxy.admin.background import cancel_all, ledger_tasks
 from idemproxy.config import LoadedConfig
 from idemproxy.instrumented import InstrumentedStore
-from idemproxy.metrics import Metrics
+from idemproxy.metrics import Metrics, StoreScope
 from idemproxy.policies.base_url import misplaced_base_urls
 from idemproxy.proxy.app import build_proxy_app
 from idemproxy.proxy.attempts import Attempts
 from idemproxy.proxy.handler import ProxyState
+from idemproxy.proxy.seal import CompensationSeal
 from idemproxy.proxy.upstreams import Upstream
 from idemproxy.store.base import Store, StoreError
 from idemproxy.store.factory import open_store
@@ -45,7 +46,10 @@ PROXY_SERVER_SETTINGS: dict[str, Any] = {
 }
 
 
-def build_state(loaded: LoadedConfig, store: Store, metrics: Metrics) -> ProxyState:
+def build_state(
+    loaded: LoadedConfig, store: Store, metrics: Metrics, seal: CompensationSeal | None = None
+) -> ProxyState:
+    """The proxy's state; ``seal`` is the one every worker shares (a new one by default)."""
     config = loaded.config
     upstreams = {
         name: Upstream.configure(name, upstream, loaded.policies[name])
@@ -59,6 +63,7 @@ def build_state(loaded: LoadedConfig, store: Store, metrics: Metrics) -> ProxySt
         metrics=metrics,
         attempts=Attempts(),
         guard=StoreGuard(instrumented, config.store_safety, metrics),
+        seal=seal or CompensationSeal.generate(),
     )
 
 
@@ -115,9 +120,14 @@ async def _abandon(state: ProxyState) -> None:
 
 
 async def serve(
-    loaded: LoadedConfig, stop: asyncio.Event | None = None, *, reuse_port: bool = False
+    loaded: LoadedConfig,
+    stop: asyncio.Event | None = None,
+    *,
+    reuse_port: bool = False,
+    seal: CompensationSeal | None = None,
 ) -> None:
-    """Serve until ``stop`` is set or a signal comes; ``reuse_port`` lets workers share sockets."""
+    """Serve until ``stop`` is set or a signal comes; ``reuse_port`` lets workers share sockets
+    and ``seal`` (made before they fork) lets each pass the compensations of any other."""
     config = loaded.config
     if config.store.startswith("memory:"):
         log.warning(
@@ -136,9 +146,9 @@ async def serve(
             problem.message(),
             extra={"upstream": problem.upstream, "suggested_url": problem.suggested_url},
         )
-    metrics = Metrics()
     store = open_store(config.store)
-    state = build_state(loaded, store, metrics)
+    metrics = Metrics(store_scope=StoreScope.of(store.backend), agent_id=config.agent_id)
+    state = build_state(loaded, store, metrics, seal)
     # _drain has given handlers their shutdown_timeout_s when aiohttp's shutdown runs.
     proxy_runner = web.AppRunner(
         build_proxy_app(state), shutdown_timeout=CANCELLED_GRACE_S, **PROXY_SERVER_SETTINGS

@@ -38,6 +38,7 @@ from idemproxy import eventloop
 from idemproxy.config import LoadedConfig
 from idemproxy.logs import configure_logging
 from idemproxy.metrics import MULTIPROCESS_DIR_ENV
+from idemproxy.proxy.seal import CompensationSeal
 
 log = logging.getLogger(__name__)
 
@@ -47,15 +48,20 @@ METRICS_DIRECTORY_PREFIX = "idemproxy-metrics-"
 def run_workers(loaded: LoadedConfig) -> int:
     """Serve with ``loaded.config.workers`` processes until a signal; the command's exit code."""
     with _metrics_directory() as directory:
+        # One seal for all: a compensation one worker's admin API sends may reach any worker.
+        seal = CompensationSeal.generate()
         # Forked before this process opens any loop, connection or thread: a worker starts
         # without importing everything again and shares those pages until it writes to them.
         context = multiprocessing.get_context("fork")
         team = _Team(
             [
-                context.Process(target=_worker, args=(loaded,), name=f"idemproxy-worker-{index}")
+                context.Process(
+                    target=_worker, args=(loaded, seal), name=f"idemproxy-worker-{index}"
+                )
                 for index in range(1, loaded.config.workers)
             ],
             directory,
+            seal,
         )
         # A worker's collections then never write to the start-up objects, so the pages
         # holding them stay shared between the workers after the fork.
@@ -71,9 +77,12 @@ def run_workers(loaded: LoadedConfig) -> int:
 class _Team:
     """The first worker's view of the others: it passes its stop on and watches them exit."""
 
-    def __init__(self, others: list[ForkProcess], metrics_directory: str) -> None:
+    def __init__(
+        self, others: list[ForkProcess], metrics_directory: str, seal: CompensationSeal
+    ) -> None:
         self.others = others
         self.metrics_directory = metrics_directory
+        self.seal = seal
         self.stop = asyncio.Event()
         self.failed = False
         self._running = set(others)
@@ -92,7 +101,7 @@ class _Team:
         try:
             # serve() sets ``stop`` on SIGTERM/SIGINT; the others drain alongside this one.
             stopping = asyncio.create_task(self._pass_stop_on())
-            await serve(loaded, self.stop, reuse_port=True)
+            await serve(loaded, self.stop, reuse_port=True, seal=self.seal)
         finally:
             self.stop.set()
             await stopping
@@ -170,15 +179,15 @@ def _running(pid: int) -> bool:
     return True
 
 
-def _worker(loaded: LoadedConfig) -> None:
+def _worker(loaded: LoadedConfig, seal: CompensationSeal) -> None:
     # Out of the terminal's process group: a Ctrl-C reaches the first worker alone, which
     # passes on one SIGTERM. Two signals would cut a worker's drain short.
     os.setpgrp()
     configure_logging(loaded.config.log_level)
-    eventloop.run(_serve_until_orphaned(loaded))
+    eventloop.run(_serve_until_orphaned(loaded, seal))
 
 
-async def _serve_until_orphaned(loaded: LoadedConfig) -> None:
+async def _serve_until_orphaned(loaded: LoadedConfig, seal: CompensationSeal) -> None:
     """Serve; a worker whose first worker was killed drains and exits instead of lingering."""
     from idemproxy.server import serve
 
@@ -189,7 +198,7 @@ async def _serve_until_orphaned(loaded: LoadedConfig) -> None:
         # The sentinel turns readable when the first worker exits, however it ends.
         loop.add_reader(first.sentinel, _orphaned, stop)
     try:
-        await serve(loaded, stop, reuse_port=True)
+        await serve(loaded, stop, reuse_port=True, seal=seal)
     finally:
         if first is not None:
             loop.remove_reader(first.sentinel)

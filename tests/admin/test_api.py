@@ -12,6 +12,7 @@ from tests.admin.conftest import AUTH, TOKEN, AdminClient, AdminFactory
 from tests.ledger.conftest import make_effect
 
 PROBLEM = "application/problem+json"
+JSON = {"Content-Type": "application/json"}
 
 
 def path_of(key: RecordKey) -> str:
@@ -113,7 +114,7 @@ async def test_bad_requests_are_400_problems(admin: AdminClient, store: MemorySt
     key = await make_effect(store, "bot", "b1", "c1", RecordState.UNKNOWN)
     resolution = f"/v1/review/{path_of(key)}/resolution"
     for body in (b"not json", b"[1, 2]", b'{"as": "maybe"}', b'{"as": "applied", "note": 5}'):
-        response = await admin.post(resolution, data=body, headers=AUTH)
+        response = await admin.post(resolution, data=body, headers={**AUTH, **JSON})
         assert response.status == 400, body
         assert (await response.json())["type"].endswith("/invalid-request")
     assert (await admin.get("/v1/review?limit=lots", headers=AUTH)).status == 400
@@ -132,7 +133,9 @@ async def test_batch_status_and_recovery(admin: AdminClient, store: MemoryStore)
     plan = await response.json()
     assert response.status == 200
     assert plan["cleared"] == [str(freed)]
-    assert (await admin.post("/v1/agents/bot/batches/b1/recover", headers=AUTH)).status == 200
+    assert (
+        await admin.post("/v1/agents/bot/batches/b1/recover", json={}, headers=AUTH)
+    ).status == 200
 
 
 async def test_recovery_past_the_limit_is_429_with_retry_after(
@@ -141,8 +144,8 @@ async def test_recovery_past_the_limit_is_429_with_retry_after(
     admin = await make_admin(**{"recovery.actions_per_minute": 1})
     await make_effect(store, "bot", "b1", "c1", RecordState.COMPLETED)
     path = "/v1/agents/bot/batches/b1/recover"
-    assert (await admin.post(path)).status == 200
-    limited = await admin.post(path)
+    assert (await admin.post(path, json={})).status == 200
+    limited = await admin.post(path, json={})
     assert limited.status == 429
     assert 1 <= int(limited.headers["Retry-After"]) <= 60
     assert (await limited.json())["type"].endswith("/rate-limited")
@@ -159,6 +162,6 @@ async def test_delivery_status_retry_and_the_event_stream(
     assert (await later.json())["events"] == []
     deliveries = await (await admin.get("/v1/delivery", headers=AUTH)).json()
     assert deliveries["agents"][0] | {"backlog": 1, "parked": False} == deliveries["agents"][0]
-    retry = await admin.post("/v1/agents/bot/delivery/retry", headers=AUTH)
+    retry = await admin.post("/v1/agents/bot/delivery/retry", json={}, headers=AUTH)
     assert retry.status == 409
     assert "not parked" in (await retry.json())["detail"]

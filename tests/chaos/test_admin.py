@@ -64,7 +64,7 @@ async def call(
             method,
             admin.proxy.admin_url + path,
             data=orjson.dumps(body) if body is not None else None,
-            headers=auth,
+            headers={**auth, **({"Content-Type": "application/json"} if body is not None else {})},
         ) as response,
     ):
         return response.status, dict(response.headers), await response.read()

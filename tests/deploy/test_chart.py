@@ -673,140 +673,12 @@ def test_alert_rules_pass_promtool_check(tmp_path: Path, name: str) -> None:
     assert "SUCCESS: 7 rules found" in result.stdout
 
 
-def test_alerts_fire_only_when_the_condition_lasts(tmp_path: Path) -> None:
-    rules = {r["alert"]: r for g in rule_groups(ALL_ON) for r in g["rules"]}
+Series = list[tuple[str, str]]
+
+
+def promtool_test_rules(tmp_path: Path, series: Series, alert_tests: list[dict[str, Any]]) -> None:
+    """``promtool test rules`` of the ALL_ON alerts over ``series``, one sample a minute."""
     write_rules(tmp_path, ALL_ON)
-
-    def expected(alert: str, labels: dict[str, str], summary: str) -> dict[str, Any]:
-        annotations = dict(rules[alert]["annotations"], summary=summary)
-        return {"exp_labels": labels, "exp_annotations": annotations}
-
-    pod = {"namespace": NAMESPACE, "pod": "bot-1"}
-    series = [
-        # Two effects await review from minute 2 on; another namespace is not ours.
-        ('idemproxy_unknown_outcomes{namespace="agents",pod="bot-1"}', "0 0 2x40"),
-        ('idemproxy_unknown_outcomes{namespace="other",pod="x"}', "5x40"),
-        # 1/s replays of Discord messages: a spike. 0.1/s on Slack: below the threshold.
-        (
-            'idemproxy_duplicates_blocked_total{namespace="agents",pod="bot-1",'
-            'upstream="discord",route="create_message",kind="replayed"}',
-            "0+60x40",
-        ),
-        (
-            'idemproxy_duplicates_blocked_total{namespace="agents",pod="bot-1",'
-            'upstream="slack",route="post_message",kind="replayed"}',
-            "0+6x40",
-        ),
-        # An agent paused at minute 2 (every pod reads the same store), none elsewhere.
-        ('idemproxy_agents_paused{namespace="agents",pod="bot-1"}', "0 0 1x40"),
-        ('idemproxy_agents_paused{namespace="agents",pod="bot-2"}', "0 0 1x40"),
-        ('idemproxy_agents_paused{namespace="other",pod="x"}', "0x40"),
-        ('idemproxy_controller_backlog{namespace="agents",pod="bot-1"}', "500x40"),
-        ('idemproxy_controller_backlog{namespace="agents",pod="bot-2"}', "50x40"),
-        # One transient claim error, then sustained failures to complete.
-        ('idemproxy_store_errors_total{namespace="agents",pod="bot-1",op="claim"}', "0 1x40"),
-        ('idemproxy_store_errors_total{namespace="agents",pod="bot-1",op="complete"}', "0+30x40"),
-        # Records lost at minute 3 and acknowledged at minute 10, seen by both pods.
-        ('idemproxy_store_records_lost{namespace="agents",pod="bot-1"}', "0 0 0 1x6 0x30"),
-        ('idemproxy_store_records_lost{namespace="agents",pod="bot-2"}', "0 0 0 1x6 0x30"),
-        # Persistence off throughout; eviction only for five minutes, fixed in time.
-        ('idemproxy_store_risk{namespace="agents",pod="bot-1",risk="no_persistence"}', "1x40"),
-        ('idemproxy_store_risk{namespace="agents",pod="bot-1",risk="eviction"}', "1x5 0x35"),
-    ]
-    alert_tests: list[dict[str, Any]] = [
-        {
-            "eval_time": "8m",
-            "alertname": "IdemproxyUnknownOutcomesAwaitingReview",
-            "exp_alerts": [],
-        },
-        {
-            "eval_time": "15m",
-            "alertname": "IdemproxyUnknownOutcomesAwaitingReview",
-            "exp_alerts": [
-                expected(
-                    "IdemproxyUnknownOutcomesAwaitingReview",
-                    {"severity": "warning", "namespace": NAMESPACE},
-                    "2 effect(s) with an unknown outcome await review in agents",
-                )
-            ],
-        },
-        {"eval_time": "8m", "alertname": "IdemproxyDuplicateSpike", "exp_alerts": []},
-        {
-            "eval_time": "20m",
-            "alertname": "IdemproxyDuplicateSpike",
-            "exp_alerts": [
-                expected(
-                    "IdemproxyDuplicateSpike",
-                    {
-                        "severity": "warning",
-                        "namespace": NAMESPACE,
-                        "upstream": "discord",
-                        "kind": "replayed",
-                    },
-                    "idemproxy blocks 1/s duplicate replayed calls to discord in agents",
-                )
-            ],
-        },
-        {"eval_time": "2m", "alertname": "IdemproxyAgentPaused", "exp_alerts": []},
-        {
-            "eval_time": "4m",
-            "alertname": "IdemproxyAgentPaused",
-            "exp_alerts": [
-                expected(
-                    "IdemproxyAgentPaused",
-                    {"severity": "warning", "namespace": NAMESPACE},
-                    "1 agent(s) paused in agents",
-                )
-            ],
-        },
-        {"eval_time": "10m", "alertname": "IdemproxyControllerBacklog", "exp_alerts": []},
-        {
-            "eval_time": "20m",
-            "alertname": "IdemproxyControllerBacklog",
-            "exp_alerts": [
-                expected(
-                    "IdemproxyControllerBacklog",
-                    {"severity": "warning", **pod},
-                    "500 effect events wait for the recovery controller in agents/bot-1",
-                )
-            ],
-        },
-        {"eval_time": "3m", "alertname": "IdemproxyStoreRecordsLost", "exp_alerts": []},
-        {
-            "eval_time": "5m",
-            "alertname": "IdemproxyStoreRecordsLost",
-            "exp_alerts": [
-                expected(
-                    "IdemproxyStoreRecordsLost",
-                    {"severity": "critical", "namespace": NAMESPACE},
-                    "idemproxy's store lost effect records in agents: effects are refused",
-                )
-            ],
-        },
-        {"eval_time": "12m", "alertname": "IdemproxyStoreRecordsLost", "exp_alerts": []},
-        {
-            "eval_time": "20m",
-            "alertname": "IdemproxyStoreAtRisk",
-            "exp_alerts": [
-                expected(
-                    "IdemproxyStoreAtRisk",
-                    {"severity": "warning", "namespace": NAMESPACE, "risk": "no_persistence"},
-                    "idemproxy's store could lose effect records in agents (no_persistence)",
-                )
-            ],
-        },
-        {
-            "eval_time": "12m",
-            "alertname": "IdemproxyStoreErrors",
-            "exp_alerts": [
-                expected(
-                    "IdemproxyStoreErrors",
-                    {"severity": "critical", "op": "complete", **pod},
-                    "idemproxy store operation complete fails in agents/bot-1",
-                )
-            ],
-        },
-    ]
     test_file = tmp_path / "rules_test.yaml"
     test_file.write_text(
         yaml.safe_dump(
@@ -834,6 +706,243 @@ def test_alerts_fire_only_when_the_condition_lasts(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def expected_alert(alert: str, labels: dict[str, str], summary: str) -> dict[str, Any]:
+    rules = {r["alert"]: r for g in rule_groups(ALL_ON) for r in g["rules"]}
+    annotations = dict(rules[alert]["annotations"], summary=summary)
+    return {"exp_labels": labels, "exp_annotations": annotations}
+
+
+def test_alerts_fire_only_when_the_condition_lasts(tmp_path: Path) -> None:
+    """Each pod on a store of its own (the chart's default SQLite): alerts name the pod."""
+    expected = expected_alert
+    pod = {"namespace": NAMESPACE, "pod": "bot-1"}
+    own = 'store_scope="pod"'
+    series = [
+        # Two effects await review in one pod's store from minute 2 on, one in the other's;
+        # another namespace is not ours.
+        (f'idemproxy_unknown_outcomes{{namespace="agents",pod="bot-1",{own}}}', "0 0 2x40"),
+        (f'idemproxy_unknown_outcomes{{namespace="agents",pod="bot-2",{own}}}', "0 0 1x40"),
+        (f'idemproxy_unknown_outcomes{{namespace="other",pod="x",{own}}}', "5x40"),
+        # 1/s replays of Discord messages: a spike. 0.1/s on Slack: below the threshold.
+        (
+            'idemproxy_duplicates_blocked_total{namespace="agents",pod="bot-1",agent="notes-bot",'
+            'upstream="discord",route="create_message",kind="replayed"}',
+            "0+60x40",
+        ),
+        (
+            'idemproxy_duplicates_blocked_total{namespace="agents",pod="bot-2",agent="helper",'
+            'upstream="slack",route="post_message",kind="replayed"}',
+            "0+6x40",
+        ),
+        # One pod's agent paused at minute 2, none elsewhere.
+        (
+            f'idemproxy_agent_paused{{namespace="agents",pod="bot-1",agent="notes-bot",{own}}}',
+            "0 0 1x40",
+        ),
+        (f'idemproxy_agent_paused{{namespace="agents",pod="bot-2",agent="helper",{own}}}', "0x40"),
+        (f'idemproxy_agent_paused{{namespace="other",pod="x",agent="a",{own}}}', "1x40"),
+        (f'idemproxy_controller_backlog{{namespace="agents",pod="bot-1",{own}}}', "500x40"),
+        (f'idemproxy_controller_backlog{{namespace="agents",pod="bot-2",{own}}}', "50x40"),
+        # One transient claim error, then sustained failures to complete.
+        ('idemproxy_store_errors_total{namespace="agents",pod="bot-1",op="claim"}', "0 1x40"),
+        ('idemproxy_store_errors_total{namespace="agents",pod="bot-1",op="complete"}', "0+30x40"),
+        # One pod's store lost records at minute 3, acknowledged at minute 10.
+        (f'idemproxy_store_records_lost{{namespace="agents",pod="bot-1",{own}}}', "0 0 0 1x6 0x30"),
+        (f'idemproxy_store_records_lost{{namespace="agents",pod="bot-2",{own}}}', "0x40"),
+        # Persistence off throughout; eviction only for five minutes, fixed in time.
+        (
+            f'idemproxy_store_risk{{namespace="agents",pod="bot-1",risk="no_persistence",{own}}}',
+            "1x40",
+        ),
+        (
+            f'idemproxy_store_risk{{namespace="agents",pod="bot-1",risk="eviction",{own}}}',
+            "1x5 0x35",
+        ),
+    ]
+    alert_tests: list[dict[str, Any]] = [
+        {
+            "eval_time": "8m",
+            "alertname": "IdemproxyUnknownOutcomesAwaitingReview",
+            "exp_alerts": [],
+        },
+        {
+            "eval_time": "15m",
+            "alertname": "IdemproxyUnknownOutcomesAwaitingReview",
+            "exp_alerts": [
+                expected(
+                    "IdemproxyUnknownOutcomesAwaitingReview",
+                    {"severity": "warning", **pod},
+                    "2 effect(s) with an unknown outcome await review in agents/bot-1",
+                ),
+                expected(
+                    "IdemproxyUnknownOutcomesAwaitingReview",
+                    {"severity": "warning", "namespace": NAMESPACE, "pod": "bot-2"},
+                    "1 effect(s) with an unknown outcome await review in agents/bot-2",
+                ),
+            ],
+        },
+        {"eval_time": "8m", "alertname": "IdemproxyDuplicateSpike", "exp_alerts": []},
+        {
+            "eval_time": "20m",
+            "alertname": "IdemproxyDuplicateSpike",
+            "exp_alerts": [
+                expected(
+                    "IdemproxyDuplicateSpike",
+                    {
+                        "severity": "warning",
+                        "namespace": NAMESPACE,
+                        "agent": "notes-bot",
+                        "upstream": "discord",
+                        "kind": "replayed",
+                    },
+                    "idemproxy blocks 1/s duplicate replayed calls of notes-bot to discord in"
+                    " agents",
+                )
+            ],
+        },
+        {"eval_time": "2m", "alertname": "IdemproxyAgentPaused", "exp_alerts": []},
+        {
+            "eval_time": "4m",
+            "alertname": "IdemproxyAgentPaused",
+            "exp_alerts": [
+                expected(
+                    "IdemproxyAgentPaused",
+                    {"severity": "warning", "agent": "notes-bot", **pod},
+                    "1 agent(s) paused in agents/bot-1: notes-bot",
+                )
+            ],
+        },
+        {"eval_time": "10m", "alertname": "IdemproxyControllerBacklog", "exp_alerts": []},
+        {
+            "eval_time": "20m",
+            "alertname": "IdemproxyControllerBacklog",
+            "exp_alerts": [
+                expected(
+                    "IdemproxyControllerBacklog",
+                    {"severity": "warning", **pod},
+                    "500 effect events wait for the recovery controller in agents/bot-1",
+                )
+            ],
+        },
+        {"eval_time": "3m", "alertname": "IdemproxyStoreRecordsLost", "exp_alerts": []},
+        {
+            "eval_time": "5m",
+            "alertname": "IdemproxyStoreRecordsLost",
+            "exp_alerts": [
+                expected(
+                    "IdemproxyStoreRecordsLost",
+                    {"severity": "critical", **pod},
+                    "idemproxy's store lost effect records in agents/bot-1: effects are refused",
+                )
+            ],
+        },
+        {"eval_time": "12m", "alertname": "IdemproxyStoreRecordsLost", "exp_alerts": []},
+        {
+            "eval_time": "20m",
+            "alertname": "IdemproxyStoreAtRisk",
+            "exp_alerts": [
+                expected(
+                    "IdemproxyStoreAtRisk",
+                    {"severity": "warning", "risk": "no_persistence", **pod},
+                    "idemproxy's store could lose effect records in agents/bot-1 (no_persistence)",
+                )
+            ],
+        },
+        {
+            "eval_time": "12m",
+            "alertname": "IdemproxyStoreErrors",
+            "exp_alerts": [
+                expected(
+                    "IdemproxyStoreErrors",
+                    {"severity": "critical", "op": "complete", **pod},
+                    "idemproxy store operation complete fails in agents/bot-1",
+                )
+            ],
+        },
+    ]
+    promtool_test_rules(tmp_path, series, alert_tests)
+
+
+def test_on_a_shared_store_each_condition_fires_once_for_every_pod(tmp_path: Path) -> None:
+    """Every pod on one Redis reports the same values: one alert, no pod, the store's value."""
+    expected = expected_alert
+    ns = {"namespace": NAMESPACE}
+    series: Series = []
+    for pod in ("bot-1", "bot-2", "bot-3"):
+        labels = f'namespace="agents",pod="{pod}",store_scope="shared"'
+        series += [
+            (f"idemproxy_unknown_outcomes{{{labels}}}", "0 0 2x40"),
+            (f'idemproxy_agent_paused{{{labels},agent="notes-bot"}}', "0 0 1x40"),
+            (f'idemproxy_agent_paused{{{labels},agent="other agents"}}', "0 0 3x40"),
+            (f"idemproxy_controller_backlog{{{labels}}}", "500x40"),
+            (f"idemproxy_store_records_lost{{{labels}}}", "0 0 0 1x40"),
+            (f'idemproxy_store_risk{{{labels},risk="eviction"}}', "1x40"),
+        ]
+    alert_tests: list[dict[str, Any]] = [
+        {
+            "eval_time": "15m",
+            "alertname": "IdemproxyUnknownOutcomesAwaitingReview",
+            "exp_alerts": [
+                expected(
+                    "IdemproxyUnknownOutcomesAwaitingReview",
+                    {"severity": "warning", **ns},
+                    "2 effect(s) with an unknown outcome await review in agents",
+                )
+            ],
+        },
+        {
+            "eval_time": "4m",
+            "alertname": "IdemproxyAgentPaused",
+            "exp_alerts": [
+                expected(
+                    "IdemproxyAgentPaused",
+                    {"severity": "warning", "agent": "notes-bot", **ns},
+                    "1 agent(s) paused in agents: notes-bot",
+                ),
+                expected(
+                    "IdemproxyAgentPaused",
+                    {"severity": "warning", "agent": "other agents", **ns},
+                    "3 agent(s) paused in agents: other agents",
+                ),
+            ],
+        },
+        {
+            "eval_time": "20m",
+            "alertname": "IdemproxyControllerBacklog",
+            "exp_alerts": [
+                expected(
+                    "IdemproxyControllerBacklog",
+                    {"severity": "warning", **ns},
+                    "500 effect events wait for the recovery controller in agents",
+                )
+            ],
+        },
+        {
+            "eval_time": "5m",
+            "alertname": "IdemproxyStoreRecordsLost",
+            "exp_alerts": [
+                expected(
+                    "IdemproxyStoreRecordsLost",
+                    {"severity": "critical", **ns},
+                    "idemproxy's store lost effect records in agents: effects are refused",
+                )
+            ],
+        },
+        {
+            "eval_time": "20m",
+            "alertname": "IdemproxyStoreAtRisk",
+            "exp_alerts": [
+                expected(
+                    "IdemproxyStoreAtRisk",
+                    {"severity": "warning", "risk": "eviction", **ns},
+                    "idemproxy's store could lose effect records in agents (eviction)",
+                )
+            ],
+        },
+    ]
+    promtool_test_rules(tmp_path, series, alert_tests)
+
+
 def dashboard_json() -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads((CHART_DIR / "dashboards" / "idemproxy.json").read_text())
     return loaded
@@ -847,6 +956,19 @@ def test_dashboard_configmap_ships_the_chart_dashboard() -> None:
     assert json.loads(configmap["data"]["idemproxy.json"]) == dashboard_json()
 
 
+# Gauges read from the store, which every pod on a shared store reports alike.
+STORE_READ_GAUGES = frozenset(
+    {
+        "idemproxy_unknown_outcomes",
+        "idemproxy_agents_paused",
+        "idemproxy_agent_paused",
+        "idemproxy_store_records_lost",
+        "idemproxy_store_risk",
+        "idemproxy_controller_backlog",
+    }
+)
+
+
 def test_dashboard_shows_what_operators_look_for() -> None:
     dashboard = dashboard_json()
     panels = [p for p in dashboard["panels"] if p["type"] != "row"]
@@ -858,15 +980,25 @@ def test_dashboard_shows_what_operators_look_for() -> None:
         "Upstream latency by upstream",
         "Controller backlog",
         "Store errors by operation",
+        "Duplicates blocked by agent",
+        "Paused agents",
+        "Agents paused",
+        "Store at risk and records lost",
     ):
         assert title in exprs, title
     assert "sum by (upstream, kind)" in exprs["Duplicates blocked by upstream and kind"][0]
+    assert "sum by (agent, kind)" in exprs["Duplicates blocked by agent"][0]
+    assert "idemproxy_agent_paused" in exprs["Paused agents"][0]
     for title in ("Request latency (through the proxy)", "Upstream latency by upstream"):
         assert all(e.startswith("histogram_quantile(") and "_bucket{" in e for e in exprs[title])
     for title, queries in exprs.items():
         for query in queries:
             assert metric_names(query) <= KNOWN_METRICS, (title, query)
             assert 'namespace=~"$namespace"' in query, (title, query)
+            if metric_names(query) & STORE_READ_GAUGES:
+                # Once per store: a pod's own by pod, a shared one once (not once per pod).
+                assert 'store_scope="pod"' in query, (title, query)
+                assert 'store_scope="shared"' in query, (title, query)
 
 
 def test_dashboard_panels_have_unique_ids_and_do_not_overlap() -> None:

@@ -45,6 +45,7 @@ KNOWN_METRICS = frozenset(
         "idemproxy_controller_backlog",
         "idemproxy_build_info",
         "idemproxy_agents_paused",
+        "idemproxy_agent_paused",
         "idemproxy_store_records_lost",
         "idemproxy_store_risk",
     }

@@ -55,7 +55,7 @@ def stored_events(proxy: ServedProxy, agent: str) -> list[dict[str, Any]]:
 
 def metric(proxy: ServedProxy, name: str) -> float:
     text = http_get(f"{proxy.admin_url}/metrics")[1].decode()
-    found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
+    found = re.search(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$", text, re.MULTILINE)
     return float(found.group(1)) if found else 0.0
 
 

@@ -54,8 +54,8 @@ async def test_metrics_scrape_passes_promtool_and_counts_what_happened(tmp_path:
     assert 'idemproxy_requests_total{outcome="replayed",route="write",upstream="up"} 1.0' in text
     assert 'outcome="unknown-upstream",route="-",upstream="-"} 1.0' in text
     assert (
-        'idemproxy_duplicates_blocked_total{kind="replayed",route="write",upstream="up"} 1.0'
-        in text
+        'idemproxy_duplicates_blocked_total{agent="default",kind="replayed",route="write",'
+        'upstream="up"} 1.0' in text
     )
     assert 'idemproxy_build_info{version="' in text
     assert "_created" not in text

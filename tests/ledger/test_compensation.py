@@ -86,7 +86,7 @@ async def shop(aiohttp_server: Any, aiohttp_client: Any, tmp_path: Path) -> Asyn
     proxy: TestClient[web.Request, web.Application] = await aiohttp_client(
         ProxyTestServer(build_proxy_app(state))
     )
-    sender = ProxySender(str(proxy.server.make_url("")).rstrip("/"))
+    sender = ProxySender(str(proxy.server.make_url("")).rstrip("/"), state.seal)
     policies = {name: upstream.policy for name, upstream in state.upstreams.items()}
     service = LedgerService(store, compensator=Compensator(policies, sender))
     yield Shop(proxy, service, stripe.app[STRIPE], discord.app[DISCORD])

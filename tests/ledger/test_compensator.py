@@ -63,6 +63,13 @@ def test_a_discord_message_is_deleted() -> None:
     assert sent.body == b""
 
 
+def test_a_webhook_message_is_deleted_in_its_channel_without_the_token() -> None:
+    # The record shows the webhook's token as {token}: the delete goes through the channel.
+    answer = {"id": "1200000000000000002", "channel_id": "81", "webhook_id": "5"}
+    sent = plan(effect("discord", "POST", "/v10/webhooks/5/{token}", answer))
+    assert (sent.method, sent.path) == ("DELETE", "/v10/channels/81/messages/1200000000000000002")
+
+
 def test_a_bluesky_record_is_deleted_by_the_parts_of_its_uri_while_unchanged() -> None:
     created = {"uri": URI, "cid": "bafyrei"}
     sent = plan(effect("bluesky", "POST", "/xrpc/com.atproto.repo.createRecord", created))

@@ -94,7 +94,7 @@ async def test_events_arrive_signed_and_in_order_per_agent(
     assert all(d.verified for d in controller.accepted)
     assert max(len(d.events) for d in controller.accepted) == 2
     assert sample(metrics, "idemproxy_controller_events_total", result="delivered") == 10
-    assert sample(metrics, "idemproxy_controller_backlog") == 0
+    assert sample(metrics, "idemproxy_controller_backlog", store_scope="pod") == 0
     assert not await courier.deliver_once()  # nothing left: no more POSTs
     assert len(controller.accepted) == 6
 
@@ -112,13 +112,13 @@ async def test_refused_deliveries_back_off_and_are_retried(
         cursor = await store.read_cursor("bot")
         assert cursor.acked == ""
         assert "503" in cursor.last_error
-    assert sample(metrics, "idemproxy_controller_backlog") == 3
+    assert sample(metrics, "idemproxy_controller_backlog", store_scope="pod") == 3
     await courier.deliver_once()
 
     assert [event["effect_key"] for event in controller.events("bot")] == keys
     assert (await store.read_cursor("bot")).attempts == 0
     assert sample(metrics, "idemproxy_controller_events_total", result="failed") == 9
-    assert sample(metrics, "idemproxy_controller_backlog") == 0
+    assert sample(metrics, "idemproxy_controller_backlog", store_scope="pod") == 0
 
 
 async def test_the_backoff_waits_with_full_jitter(
@@ -159,7 +159,7 @@ async def test_attempts_run_out_then_delivery_parks_until_retried(
     assert sample(metrics, "idemproxy_controller_events_total", result="parked") == 2
     keys += await effects(store, "bot", 1, batch="b2")  # waits behind the parked ones
     await courier.deliver_once()
-    assert sample(metrics, "idemproxy_controller_backlog") == 3
+    assert sample(metrics, "idemproxy_controller_backlog", store_scope="pod") == 3
     assert controller.refused == 3
 
     controller.refuse_next = 0
@@ -170,7 +170,7 @@ async def test_attempts_run_out_then_delivery_parks_until_retried(
     await drain(courier)
 
     assert [event["effect_key"] for event in controller.events("bot")] == keys
-    assert sample(metrics, "idemproxy_controller_backlog") == 0
+    assert sample(metrics, "idemproxy_controller_backlog", store_scope="pod") == 0
     [entry] = await store.read_audit("bot")
     assert (entry.action, entry.actor, entry.note) == (
         "delivery.retry",

@@ -30,6 +30,8 @@ from tests.ledger.conftest import SECRET, make_effect
 from tests.store.conftest import RedisServer, redis_server
 from tests.support.controller import Controller
 
+POD = {"store_scope": "pod"}  # the labels of a gauge read from a pod's own store
+
 __all__ = ["redis_server"]
 
 AGENTS = 3_000
@@ -124,8 +126,8 @@ async def test_agents_with_work_are_swept_and_delivered_among_idle_ones(
         record = await store.get(lapsed)
         assert record is not None
         assert record.state is RecordState.UNKNOWN
-        assert metrics.registry.get_sample_value("idemproxy_unknown_outcomes") == 1
-        assert metrics.registry.get_sample_value("idemproxy_agents_paused") == 1
+        assert metrics.registry.get_sample_value("idemproxy_unknown_outcomes", POD) == 1
+        assert metrics.registry.get_sample_value("idemproxy_agents_paused", POD) == 1
         assert [e["type"] for e in controller.events("lapsed")] == ["effect.unknown"]
         assert [e["type"] for e in controller.events("settled")] == ["effect.completed"]
     finally:

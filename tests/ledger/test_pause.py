@@ -26,6 +26,8 @@ from idemproxy.store.records import (
     StoredResponse,
 )
 
+POD = {"store_scope": "pod"}  # the labels of a gauge read from a pod's own store
+
 LIMIT = 5
 DENIED = StoredResponse(401, (("content-type", "application/json"),), b'{"error":"revoked"}')
 
@@ -264,7 +266,26 @@ async def test_the_sweep_counts_paused_agents_for_the_gauge() -> None:
 
     await Sweeper(store, metrics, interval_s=5).sweep_once()
 
-    assert metrics.registry.get_sample_value("idemproxy_agents_paused") == 1
+    assert metrics.registry.get_sample_value("idemproxy_agents_paused", POD) == 1
     await LedgerService(store).resume("bot-1", "alice", "")
     await Sweeper(store, metrics, interval_s=5).sweep_once()
-    assert metrics.registry.get_sample_value("idemproxy_agents_paused") == 0
+    assert metrics.registry.get_sample_value("idemproxy_agents_paused", POD) == 0
+
+
+async def test_the_sweep_says_which_agents_are_paused_until_they_are_resumed() -> None:
+    store = MemoryStore()
+    await auto_paused(store, "bot-1")
+    await settle(store, RecordKey("bot-2", "e0"), ok())
+    metrics = Metrics()
+    sweeper = Sweeper(store, metrics, interval_s=5)
+
+    def paused(agent: str) -> float | None:
+        labels = {"agent": agent, **POD}
+        return metrics.registry.get_sample_value("idemproxy_agent_paused", labels)
+
+    await sweeper.sweep_once()
+    assert paused("bot-1") == 1
+    assert paused("bot-2") is None  # never paused: no series of its own
+    await LedgerService(store).resume("bot-1", "alice", "")
+    await sweeper.sweep_once()
+    assert paused("bot-1") == 0

@@ -16,6 +16,8 @@ from idemproxy.store.records import EventType, RecordState
 from idemproxy.store.redis_store import RedisStore
 from tests.ledger.conftest import make_effect
 
+POD = {"store_scope": "pod"}  # the labels of a gauge read from a pod's own store
+
 
 async def test_lapsed_leases_join_the_review_queue_without_a_repeat(store: Store, ns: str) -> None:
     held = await make_effect(store, ns, "b1", "c1", None, lease_ms=100)
@@ -36,7 +38,7 @@ async def test_lapsed_leases_join_the_review_queue_without_a_repeat(store: Store
         EventType.UNKNOWN,
         EventType.UNKNOWN,
     ]
-    waiting = metrics.registry.get_sample_value("idemproxy_unknown_outcomes")
+    waiting = metrics.registry.get_sample_value("idemproxy_unknown_outcomes", POD)
     assert waiting is not None
     assert waiting >= 2  # a shared Redis may hold other tests' agents too
 
@@ -66,5 +68,5 @@ async def test_a_full_registry_is_logged_and_counted(caplog: pytest.LogCaptureFi
     assert metrics.registry.get_sample_value("idemproxy_agents_forgotten_total") == 1
     assert await store.list_agents() == ["bot-1", "bot-2"]
     # The sweep still visits all three: each has a record in flight.
-    busy = metrics.registry.get_sample_value("idemproxy_agents_busy", {"work": "review"})
+    busy = metrics.registry.get_sample_value("idemproxy_agents_busy", {"work": "review", **POD})
     assert busy == 3

@@ -14,7 +14,7 @@ def test_an_unreachable_registry_fails_the_install_and_names_it(tmp_path: Path) 
     registry = f"http://127.0.0.1:{free_port()}/"  # nothing listens there
     env = {
         **os.environ,
-        "IDEMPROXY_PDS_CACHE": str(tmp_path / "pds"),
+        "PDS_INSTALL_CACHE": str(tmp_path / "pds"),
         "npm_config_registry": registry,
         "npm_config_cache": str(tmp_path / "npm-cache"),  # nothing to install from offline
         "npm_config_fetch_retries": "0",

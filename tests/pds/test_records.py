@@ -140,6 +140,26 @@ def test_a_repeated_image_post_is_replayed_with_its_upload_and_one_post_exists(
     assert (relay.reached_pds(UPLOAD_BLOB), relay.reached_pds(CREATE_RECORD)) == (1, 1)
 
 
+@SDK_UPLOADS_AS_DATA
+def test_an_image_post_whose_answer_timed_out_is_read_back_equal_to_what_was_sent(
+    pds: ReferencePds, relay: PdsRelay, agents: Agents, account: Account, batch: Batch
+) -> None:
+    # The read-back compares the stored value, blob reference and image list included, with
+    # what the agent sent: the PDS must keep them as sent for the post to count as this one.
+    held = relay.arm(CREATE_RECORD, FaultKind.HOLD)
+    agent = agents.start(account, batch.tool_call())
+    image = tiny_png()
+    with pytest.raises(AtProtocolError):
+        agent.client.send_image("a dot", image, "one red pixel", profile_identify=account.did)
+    held.wait()
+
+    again = agent.client.send_image("a dot", image, "one red pixel", profile_identify=account.did)
+
+    assert agent.answer(CREATE_RECORD).outcome == "reconciled"
+    assert uris(pds, account) == [again.uri]
+    assert relay.reached_pds(CREATE_RECORD) == 1
+
+
 def now_iso() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 

@@ -170,6 +170,12 @@ def test_a_create_made_by_an_earlier_version_is_found_under_its_key() -> None:
     assert verdict_of(tried, NOT_FOUND, NOT_FOUND)[0] is Found.ABSENT
 
 
+def test_a_create_that_sends_no_value_is_never_taken_for_one_found() -> None:
+    # The PDS refuses such a request; a read-back must not fail on it either.
+    tried = attempt("createRecord", {"repo": REPO, "collection": POST})
+    assert verdict_of(tried, found("3k", post("x")), NOT_FOUND)[0] is Found.ABSENT
+
+
 @pytest.mark.parametrize(
     "answer",
     [Answer(502, b"bad gateway"), Answer(400, b'{"error":"InvalidRequest"}'), Answer(200, b"{}")],

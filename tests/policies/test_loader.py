@@ -94,6 +94,31 @@ BAD_POLICIES = [
     ("name: x\ndefault: {name: w, match: {path: 'no-slash'}}", 2, "must start with '/'"),
     ("name: x\ndefault: {name: w, match: {path: '/{a*}/b'}}", 2, "last segment"),
     ("name: x\ndefault: {name: w, match: {path: '/{id}/x/{id}'}}", 2, "'{id}' appears twice"),
+    ("name: x\ndefault: {name: w, match: {path: '/{id}/bot{id}'}}", 2, "'{id}' appears twice"),
+    ("name: x\ndefault: {name: w, match: {path: '/{token}bot'}}", 2, "'prefix{name}'"),
+    ("name: x\ndefault: {name: w, match: {path: '/a{b}{c}'}}", 2, "is not a literal"),
+    ("name: x\ndefault: {name: w, match: {path: '/a/bot{rest*}'}}", 2, "is not a literal"),
+    # a secret the template does not have, or one a compensation would need
+    (
+        "name: x\ndefault:\n  name: w\n  match: {path: '/hooks/{id}/{token}'}\n"
+        "  secret_path_params: [tokn]\n",
+        5,
+        "secret_path_params names 'tokn', which is no parameter of /hooks/{id}/{token}"
+        " (it has: id, token)",
+    ),
+    (
+        "name: x\ndefault:\n  name: w\n  match: {path: '/hooks/{token}'}\n"
+        "  secret_path_params: [token, token]\n",
+        5,
+        "'token' is listed twice",
+    ),
+    (
+        "name: x\ndefault:\n  name: w\n  match: {path: '/hooks/{id}/{token}'}\n"
+        "  secret_path_params: [token]\n"
+        "  compensation: {method: DELETE, path: '/hooks/{path.id}/{path.token}/messages/1'}\n",
+        3,
+        "{path.token} is a secret path parameter, which a record never keeps",
+    ),
     ("name: x\ndefault: {name: w, lease_ms: 5}", 2, "default.lease_ms"),
     # a record that could expire before its lease
     (
@@ -150,4 +175,4 @@ def test_check_config_names_each_upstreams_pack_and_adapter(
     out = capsys.readouterr().out
     assert "upstream discord: https://discord.com/api policy discord (adapter discord;" in out
     assert "upstream bluesky: https://bsky.social policy bluesky (adapter bluesky;" in out
-    assert "upstream mine: https://mine.test policy generic (adapter none; 2 routes:" in out
+    assert "upstream mine: https://mine.test policy generic (adapter none; 3 routes:" in out

@@ -26,6 +26,13 @@ CASES = [
     ("discord", "DELETE", "/v10/channels/81/messages/9/reactions/👍/55", "remove_user_reaction",
      EXTERNAL, False),
     ("discord", "POST", "/v10/webhooks/1/tok", "execute_webhook", EXTERNAL, False),
+    ("discord", "PATCH", "/v10/webhooks/1/tok", "webhook_with_token", EXTERNAL, False),
+    ("discord", "DELETE", "/v10/webhooks/1/tok", "webhook_with_token", EXTERNAL, False),
+    ("discord", "PATCH", "/v10/webhooks/1/tok/messages/@original", "edit_webhook_message",
+     EXTERNAL, False),
+    ("discord", "POST", "/v10/interactions/7/tok/callback", "interaction_callback", EXTERNAL,
+     False),
+    ("discord", "GET", "/v10/webhooks/1/tok", "read", SAFE, False),
     ("discord", "POST", "/v10/channels/81/typing", "trigger_typing", SAFE, False),
     ("discord", "GET", "/v10/users/@me", "read", SAFE, False),
     ("discord", "PATCH", "/v10/guilds/1", "other_write", EXTERNAL, False),
@@ -57,6 +64,8 @@ CASES = [
     ("anthropic", "POST", "/v1/messages/batches", "create_message_batch", EXTERNAL, False),
     ("anthropic", "GET", "/v1/models", "read", SAFE, False),
     ("generic", "PUT", "/anything/at/all", "write", EXTERNAL, False),
+    ("generic", "POST", "/bot123:AAH-tok/sendMessage", "bot_api", EXTERNAL, False),
+    ("generic", "GET", "/bot123:AAH-tok/getUpdates", "read", SAFE, False),
 ]  # fmt: skip
 
 

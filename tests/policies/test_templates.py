@@ -28,8 +28,10 @@ default: {name: other}
 
 # Small alphabets, so generated templates and paths often meet.
 LITERALS = st.sampled_from(["a", "b", "v10"])
-SEGMENTS = st.one_of(LITERALS, st.just("{p}"))
-PATH_SEGMENTS = st.one_of(LITERALS, st.sampled_from(["c", "", "a.b"]))
+# A placeholder stands alone in its segment or after a literal prefix ("v{p}", like "bot{token}").
+PREFIXES = st.sampled_from(["", "", "v", "v1"])
+SEGMENTS = st.one_of(LITERALS, PREFIXES.map(lambda prefix: prefix + "{p}"))
+PATH_SEGMENTS = st.one_of(LITERALS, st.sampled_from(["c", "", "a.b", "v", "v1"]))
 METHODS = st.sampled_from(["GET", "POST", "PUT", "DELETE"])
 
 
@@ -37,7 +39,7 @@ METHODS = st.sampled_from(["GET", "POST", "PUT", "DELETE"])
 def templates(draw: st.DrawFn) -> str:
     # Placeholders are numbered apart: a template may not name two alike.
     parts = [
-        f"{{p{index}}}" if part == "{p}" else part
+        part.replace("{p}", f"{{p{index}}}")
         for index, part in enumerate(draw(st.lists(SEGMENTS, max_size=4)))
     ]
     if draw(st.booleans()):
@@ -81,6 +83,24 @@ def test_coverage_is_decided_segment_by_segment() -> None:
     assert not template_covers("/channels/{id}", "/channels/{id}/messages")
     assert not template_covers("/channels/{id}/{rest*}", "/{rest*}")
     assert not template_covers("/a/{x}/@me", "/a/{x}/{user}")
+
+
+def test_a_placeholder_may_follow_a_literal_prefix_in_its_segment() -> None:
+    bot = compile_template("/bot{token}/{method}").fullmatch("/bot123:AAH-x_y/sendMessage")
+    assert bot is not None
+    assert bot.groupdict() == {"token": "123:AAH-x_y", "method": "sendMessage"}
+    for path in ("/bot/sendMessage", "/xbot1/sendMessage", "/bot1/a/sendMessage", "/bot1"):
+        assert not matches("/bot{token}/{method}", path)
+
+
+def test_a_prefixed_placeholder_covers_what_its_prefix_and_one_more_character_cover() -> None:
+    assert template_covers("/{a}/{m}", "/bot{token}/{m}")
+    assert not template_covers("/bot{token}/{m}", "/{a}/{m}")
+    assert template_covers("/bot{token}/x", "/bot123/x")
+    assert not template_covers("/bot{token}/x", "/bot/x")
+    assert template_covers("/b{t}", "/bot{x}")
+    assert not template_covers("/bot{t}", "/b{x}")
+    assert not template_covers("/bot{t}", "/{rest*}")
 
 
 @given(st.lists(METHODS, min_size=1, unique=True), st.lists(METHODS, min_size=1, unique=True))

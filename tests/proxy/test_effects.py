@@ -135,7 +135,7 @@ async def one_effect(make_proxy: ProxyFactory, tmp_path: Path) -> tuple[Client, 
 
 
 def blocked(state: ProxyState, kind: str) -> float | None:
-    labels = {"upstream": "up", "route": "write", "kind": kind}
+    labels = {"upstream": "up", "route": "write", "kind": kind, "agent": "default"}
     return state.metrics.registry.get_sample_value("idemproxy_duplicates_blocked_total", labels)
 
 

@@ -9,6 +9,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from idemproxy.proxy.handler import ProxyState
+from idemproxy.proxy.seal import SEAL_HEADER
 from idemproxy.store.control import Pause, PauseOrigin
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.memory import MemoryStore
@@ -17,6 +19,7 @@ from tests.support.upstream import EffectLog
 
 Client = TestClient[web.Request, web.Application]
 AGENT = "support-bot"
+BODY = b'{"n": 1}'
 REASON = "auto-paused after 5 consecutive failures. Last error: upstream answered 401"
 
 POLICY = """
@@ -39,7 +42,7 @@ async def post(
     client: Client, path: str, tool_call: str, **headers: str
 ) -> tuple[int, dict[str, Any], Any]:
     sent = {"Idem-Agent": AGENT, "Idem-Batch": "b1", "Idem-Tool-Call": tool_call, **headers}
-    async with client.post(f"/up/{path}", data=b'{"n": 1}', headers=sent) as answer:
+    async with client.post(f"/up/{path}", data=BODY, headers=sent) as answer:
         body = await answer.json(content_type=None)
         return answer.status, dict(answer.headers), body
 
@@ -110,14 +113,24 @@ async def test_a_threshold_of_zero_never_pauses(make_proxy: ProxyFactory, policy
     assert (await post(client, "messages", "next"))[0] == 200
 
 
+def sealed(state: ProxyState, path: str, compensates: str, body: bytes = BODY) -> dict[str, str]:
+    """The headers the proxy's own compensation sender adds (admin/sender.py)."""
+    seal = state.seal.sign("POST", f"/up/{path}", compensates, body)
+    return {"Idem-Compensates": compensates, SEAL_HEADER: seal}
+
+
+async def paused_by_alice(store: MemoryStore) -> None:
+    pause = Pause(PauseOrigin.OPERATOR, "rotating the bot token", "alice")
+    audit = AuditEntry(agent=AGENT, action="agent.pause", actor="alice", target=AGENT)
+    assert await store.write_pause(AGENT, 0, pause, audit) is not None
+
+
 async def test_an_operators_pause_holds_every_effect_and_a_compensation_passes(
     make_proxy: ProxyFactory, effects: EffectLog, policy: str
 ) -> None:
     store = MemoryStore()
-    client, _ = await make_proxy(store, policy=policy)
-    pause = Pause(PauseOrigin.OPERATOR, "rotating the bot token", "alice")
-    audit = AuditEntry(agent=AGENT, action="agent.pause", actor="alice", target=AGENT)
-    assert await store.write_pause(AGENT, 0, pause, audit) is not None
+    client, state = await make_proxy(store, policy=policy)
+    await paused_by_alice(store)
 
     status, _, problem = await post(client, "messages", "next")
     assert (status, problem["paused_by"]) == (503, "operator")
@@ -125,8 +138,73 @@ async def test_an_operators_pause_holds_every_effect_and_a_compensation_passes(
     assert effects.effects == []
 
     status, headers, _ = await post(
-        client, "status/404", "compensate", **{"Idem-Compensates": f"{AGENT}/tc:b1:x"}
+        client, "status/404", "compensate", **sealed(state, "status/404", f"{AGENT}/tc:b1:x")
     )
     assert (status, headers["Idem-Outcome"]) == (404, "forwarded")
-    assert "idem-compensates" not in {name.lower() for name in effects.effects[0].headers}
+    sent = {name.lower() for name in effects.effects[0].headers}
+    assert "idem-compensates" not in sent
+    assert SEAL_HEADER.lower() not in sent  # the seal never leaves the proxy
     assert (await store.read_control(AGENT)).streak == ()  # an operator's failure is not counted
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        {"Idem-Compensates": f"{AGENT}/tc:b1:x"},
+        {"Idem-Compensates": f"{AGENT}/tc:b1:x", SEAL_HEADER: "0" * 64},
+        {"Idem-Compensates": f"{AGENT}/tc:b1:x", SEAL_HEADER: ""},
+    ],
+    ids=["no-seal", "made-up-seal", "empty-seal"],
+)
+async def test_a_forged_compensation_is_refused_while_paused_and_sends_nothing(
+    make_proxy: ProxyFactory, effects: EffectLog, policy: str, forged: dict[str, str]
+) -> None:
+    store = MemoryStore()
+    client, _ = await make_proxy(store, policy=policy)
+    await paused_by_alice(store)
+
+    status, headers, problem = await post(client, "status/404", "compensate", **forged)
+
+    assert (status, headers["Idem-Outcome"]) == (403, "forged-compensation")
+    assert headers["x-should-retry"] == "false"
+    assert "Idem-Compensates" in problem["detail"]
+    assert "--strategy compensate" in problem["detail"]
+    assert effects.effects == []
+    assert (await store.read_control(AGENT)).pause is not None
+
+
+async def test_a_seal_holds_for_its_own_request_alone(
+    make_proxy: ProxyFactory, effects: EffectLog, policy: str
+) -> None:
+    """A seal an agent saw (it never does) would not let it send anything else past a pause:
+    it covers the method, path, body and compensated key of one compensation."""
+    store = MemoryStore()
+    client, state = await make_proxy(store, policy=policy)
+    await paused_by_alice(store)
+    genuine = sealed(state, "status/404", f"{AGENT}/tc:b1:x")
+
+    other_path = await post(client, "messages", "compensate", **genuine)
+    other_key = await post(
+        client, "status/404", "compensate", **{**genuine, "Idem-Compensates": f"{AGENT}/tc:b1:y"}
+    )
+    other_body = sealed(state, "status/404", f"{AGENT}/tc:b1:x", body=b'{"n": 2}')
+    other_proxy = await make_proxy(store, policy=policy)
+    elsewhere = await post(other_proxy[0], "status/404", "compensate", **genuine)
+
+    for status, headers, _ in (other_path, other_key, elsewhere):
+        assert (status, headers["Idem-Outcome"]) == (403, "forged-compensation")
+    assert (await post(client, "status/404", "compensate", **other_body))[0] == 403
+    assert effects.effects == []
+
+
+async def test_a_forged_compensation_is_refused_when_not_paused_too(
+    make_proxy: ProxyFactory, effects: EffectLog, policy: str
+) -> None:
+    store = MemoryStore()
+    client, _ = await make_proxy(store, policy=policy)
+
+    status, _, _ = await post(client, "status/401", "c1", **{"Idem-Compensates": "x"})
+
+    assert status == 403
+    assert effects.effects == []
+    assert (await store.read_control(AGENT)).streak == ()

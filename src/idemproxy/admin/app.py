@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from idemproxy.admin.api import add_api, problems
 from idemproxy.admin.auth import bearer_guard
+from idemproxy.admin.duplicates import add_duplicates
+from idemproxy.admin.forgery import HostAllowList, browser_guard, json_bodies
 from idemproxy.admin.sender import ProxySender, proxy_url
 from idemproxy.ledger.compensator import Compensator
 from idemproxy.ledger.service import LedgerService
@@ -16,8 +20,12 @@ from idemproxy.proxy.handler import ProxyState
 from idemproxy.store.base import StoreError
 from idemproxy.storeguard import SafetyStatus
 
+log = logging.getLogger(__name__)
+
 ADMIN_STATE = web.AppKey("admin_state", ProxyState)
 READY_TIMEOUT_S = 2.0
+# Set in every Kubernetes container: there, loopback is shared with the pod's other containers.
+IN_KUBERNETES_ENV = "KUBERNETES_SERVICE_HOST"
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -54,13 +62,26 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 def build_admin_app(state: ProxyState) -> web.Application:
-    app = web.Application(middlewares=[bearer_guard(state.config.admin_token), problems])
+    config = state.config
+    hosts = HostAllowList([config.admin_listen.host, *config.admin_hosts])
+    # A browser's request is refused before the token is even looked at; a caller without the
+    # token learns nothing else, not even which body to send.
+    guards = [browser_guard(hosts), bearer_guard(config.admin_token), json_bodies, problems]
+    app = web.Application(middlewares=guards)
     app[ADMIN_STATE] = state
-    sender = ProxySender(proxy_url(state.config.listen))
+    if config.admin_token is None and IN_KUBERNETES_ENV in os.environ:
+        log.warning(
+            "no admin_token, in a Kubernetes pod: every container of the pod shares loopback,"
+            " so the agent can pause and resume itself and resolve its own reviews through the"
+            " admin API; set IDEMPROXY_ADMIN_TOKEN from a Secret only this container mounts"
+            " (the Helm chart does)"
+        )
+    sender = ProxySender(proxy_url(config.listen), state.seal)
     policies = {name: upstream.policy for name, upstream in state.upstreams.items()}
     compensator = Compensator(policies, sender)
-    limit = state.config.recovery.actions_per_minute
+    limit = config.recovery.actions_per_minute
     add_api(app, LedgerService(state.store, limit, compensator, guard=state.guard))
+    add_duplicates(app, state.metrics.blocked)
     app.on_cleanup.append(sender.close)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

@@ -4,6 +4,9 @@ Everything on the admin listener but the probes needs ``Authorization: Bearer <a
 whenever a token is configured.
 Without one the admin listener is loopback (config refuses anything else), and the API is open
 to local processes: the same trust as the store file or Redis URL they could open directly.
+That suits one person's machine; web pages its browser shows are kept out by
+:mod:`idemproxy.admin.forgery`. In a pod, loopback is shared with the agent's container, so
+there a token is needed (the Helm chart always sets one, and ``serve`` warns without one).
 ``/healthz``, ``/readyz`` and ``/metrics`` stay open for probes and scrapers either way.
 """
 

@@ -138,6 +138,10 @@ class AdminClient:
         body = {"actor": actor, "note": note}
         return await self._call("POST", "/v1/store/acknowledge-loss", body=body)
 
+    async def duplicates(self, agent: str | None, limit: int) -> Document:
+        query = {"agent": agent or "", "limit": str(limit)}
+        return await self._call("GET", "/v1/duplicates", query)
+
 
 def _refusal(status: int, document: Any, retry_after: str) -> RequestRefused:
     """The problem document an error answer carries, as the refusal it stands for."""

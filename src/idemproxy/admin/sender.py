@@ -12,7 +12,9 @@ from yarl import URL
 
 from idemproxy.config import HostPort
 from idemproxy.ledger.compensator import Outgoing, Sent
+from idemproxy.proxy.paused import COMPENSATES_HEADER
 from idemproxy.proxy.problems import PROBLEM_CONTENT_TYPE
+from idemproxy.proxy.seal import SEAL_HEADER, CompensationSeal
 
 # The proxy answers within the upstream's own timeouts; this only bounds a proxy that hangs.
 TIMEOUT_S = 600.0
@@ -28,10 +30,12 @@ def proxy_url(listen: HostPort) -> str:
 
 
 class ProxySender:
-    """A :class:`~idemproxy.ledger.compensator.Sender` over one pooled session."""
+    """A :class:`~idemproxy.ledger.compensator.Sender` over one pooled session, sealing each
+    compensation so that the proxy lets it pass the agent's pause (proxy/seal.py)."""
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, seal: CompensationSeal) -> None:
         self._base_url = base_url
+        self._seal = seal
         self._session: ClientSession | None = None
 
     async def send(self, outgoing: Outgoing, credentials: Mapping[str, str]) -> Sent:
@@ -41,6 +45,11 @@ class ProxySender:
             f"{self._base_url}/{quote(outgoing.upstream, safe='')}{outgoing.path}", encoded=True
         )
         headers = {**credentials, **dict(outgoing.headers)}  # the key headers are never replaced
+        compensates = headers.get(COMPENSATES_HEADER, "")
+        # Sealed as sent: the path and query exactly as they go on the wire.
+        headers[SEAL_HEADER] = self._seal.sign(
+            outgoing.method, url.raw_path_qs, compensates, outgoing.body
+        )
         try:
             async with self._session.request(
                 outgoing.method, url, data=outgoing.body, headers=headers

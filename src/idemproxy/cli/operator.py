@@ -23,7 +23,7 @@ from typing import TypeAlias
 import orjson
 
 from idemproxy.admin.client import AdminClient
-from idemproxy.cli import agent_views, compensation, store_views, views
+from idemproxy.cli import agent_views, compensation, duplicates, store_views, views
 from idemproxy.errors import ConfigError, RequestRefused
 from idemproxy.ledger.documents import Document
 from idemproxy.ledger.service import LedgerService, Operator
@@ -156,6 +156,10 @@ def register(verbs: Verbs) -> None:
 
     _register_store(
         verbs.add_parser("store", help="whether the store keeps records, and what it lost")
+    )
+
+    duplicates.add_arguments(
+        _verb(verbs, "duplicates", duplicates.HELP, duplicates.fetch, duplicates.view)
     )
 
     audit = _verb(verbs, "audit", "an agent's audit log of operator actions",

@@ -4,7 +4,8 @@ the key it is recorded under, and sending it through the proxy.
 A compensation's key derives from the effect it undoes (same agent and batch, tool call
 ``compensate:<tool call>``, a step digested from the effect key), so it is recorded like any
 effect, reported to the controller, and a second run replays it instead of undoing twice. It
-carries ``Idem-Compensates``: an operator's effect passes the agent's pause.
+carries ``Idem-Compensates``: an operator's effect passes the agent's pause, once the sender has
+sealed it as the proxy's own (proxy/seal.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Housekeeping of the review queue: lapsed leases become unknown, the gauges are counted
-(outcomes awaiting review, agents paused), and agents with nothing left leave the worklists
-(store/work.py), so that the sweep and delivery visit only agents with work.
+(outcomes awaiting review, agents paused, in all and by agent), and agents with nothing left
+leave the worklists (store/work.py), so that the sweep and delivery visit only agents with work.
 
 A proxy that dies holding a request leaves an ``in_flight`` record whose lease runs out. Until
 now that was noticed only when the agent repeated the request; the sweep notices it within
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 
 from idemproxy.metrics import Metrics
 from idemproxy.store.base import Store, StoreError
@@ -28,6 +29,7 @@ class Sweeper:
         self._store = store
         self._metrics = metrics
         self._interval_s = interval_s
+        self._paused_labels: set[str] = set()  # agent labels the last sweep counted paused
 
     async def run(self) -> None:
         """Sweep every ``interval_s`` until cancelled; a store outage only delays a sweep."""
@@ -43,7 +45,8 @@ class Sweeper:
     async def sweep_once(self) -> int:
         """Turn lapsed leases unknown for the agents on the sweep's worklist, then drop the
         agents with nothing left from the worklists; returns how many outcomes await review."""
-        waiting = paused = 0
+        waiting = 0
+        paused: list[str] = []
         agents = await self._store.list_busy_agents(Work.REVIEW)
         for agent in agents:
             for record in await self._store.sweep_expired(agent):
@@ -52,12 +55,23 @@ class Sweeper:
                     extra={"effect_key": str(record.key), "batch": record.meta.batch},
                 )
             waiting += len(await self._store.list_unknown(agent, UNKNOWN_COUNT_CAP))
-            paused += (await self._store.read_control(agent)).pause is not None
+            if (await self._store.read_control(agent)).pause is not None:
+                paused.append(agent)
         self._metrics.unknown_outcomes.set(waiting)
-        self._metrics.agents_paused.set(paused)
+        self._metrics.agents_paused.set(len(paused))
+        self._count_paused(paused)
         self._metrics.agents_busy.labels(Work.REVIEW).set(len(agents))
         await self._forget()
         return waiting
+
+    def _count_paused(self, paused: list[str]) -> None:
+        """``idemproxy_agent_paused`` by agent label; a label no longer paused reads 0."""
+        by_label = Counter(self._metrics.agent_label(agent) for agent in paused)
+        for label in self._paused_labels - by_label.keys():
+            self._metrics.agent_paused.labels(label).set(0)
+        for label, count in by_label.items():
+            self._metrics.agent_paused.labels(label).set(count)
+        self._paused_labels = set(by_label)
 
     async def _forget(self) -> None:
         forgotten = await self._store.forget_agents()

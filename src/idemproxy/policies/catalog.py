@@ -24,6 +24,7 @@ class RouteRow:
     volatile_fields: str
     on_missing_key: str
     undo: str  # the compensation request, if the route declares one
+    secret_path_params: str = ""
 
     @classmethod
     def of(cls, route: Route, *, default: bool = False) -> RouteRow:
@@ -37,6 +38,7 @@ class RouteRow:
             # A safe route never needs a key, so the rule has nothing to say there.
             on_missing_key="" if route.effect is EffectClass.SAFE else str(route.on_missing_key),
             undo=route.compensation.describe() if route.compensation else "",
+            secret_path_params=", ".join(route.secret_path_params),
         )
 
 
@@ -72,6 +74,8 @@ def markdown_route_tables() -> str:
             volatile = f"`{row.volatile_fields}`" if row.volatile_fields else ""
             native = "yes" if row.native_key else ""
             path = row.path if row.path.startswith("(") else f"`{row.path}`"
+            if row.secret_path_params:
+                path += f" (secret: `{row.secret_path_params}`)"
             undo = f"`{row.undo}`" if row.undo else ""
             lines.append(
                 f"| `{row.name}` | {row.methods} | {path} | {row.effect} | {native} | {volatile}"

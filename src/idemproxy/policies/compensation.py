@@ -59,8 +59,9 @@ class Compensation(BaseModel):
     def _templates(self) -> list[str]:
         return [self.path, *placeholders.templates_in(self.json_body or self.form or {})]
 
-    def check_fits(self, path_params: frozenset[str]) -> None:
-        """Refuse placeholders a recorded effect of the route can never fill."""
+    def check_fits(self, path_params: frozenset[str], secret: frozenset[str] = frozenset()) -> None:
+        """Refuse placeholders a recorded effect of the route can never fill: a request body,
+        or a ``secret`` path parameter (a record keeps neither)."""
         for text in self._templates():
             for placeholder in placeholders.parse(text):
                 if placeholder.source is Source.REQUEST:
@@ -68,6 +69,13 @@ class Compensation(BaseModel):
                         f"compensation: {placeholder.text} cannot be filled, since a record"
                         " keeps no request body; take the value from {response./pointer}"
                         " or {path.NAME}"
+                    )
+                if placeholder.source is Source.PATH and placeholder.name in secret:
+                    raise ValueError(
+                        f"compensation: {placeholder.text} is a secret path parameter, which a"
+                        " record never keeps; undo through a request the operator's"
+                        " credentials authorize, filled from {response./pointer} or another"
+                        " {path.NAME}"
                     )
             allowed = frozenset({Source.PATH, Source.RESPONSE})
             placeholders.check(text, path_params, allowed, "compensation")

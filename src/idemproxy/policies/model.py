@@ -16,7 +16,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from idemproxy.jsonpointer import WILDCARD, pointer_tokens
 from idemproxy.policies.append import AppendRule
 from idemproxy.policies.compensation import Compensation
-from idemproxy.policies.templates import is_param, is_rest, methods_cover, segments, template_covers
+from idemproxy.policies.templates import (
+    is_param,
+    is_rest,
+    methods_cover,
+    param_name,
+    param_names,
+    template_covers,
+)
 
 
 class EffectClass(StrEnum):
@@ -92,7 +99,9 @@ _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an RFC 9110 token
 # Their values are secrets, and a secret rotates: a scope is built from identities, never from
 # credentials (a credential's identity is what ``credential`` reads).
 _CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
-_TEMPLATE_SEGMENT = re.compile(r"^(\{[A-Za-z_][A-Za-z0-9_]*\*?\}|[^{}]*)$")
+_PARAM_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+# A literal, "{name}" after an optional literal prefix ("bot{token}"), or "{name*}".
+_TEMPLATE_SEGMENT = re.compile(rf"^([^{{}}]*\{{{_PARAM_NAME}\}}|\{{{_PARAM_NAME}\*\}}|[^{{}}]*)$")
 
 
 class Frozen(BaseModel):
@@ -141,8 +150,9 @@ class Scope(Frozen):
 class Match(Frozen):
     """Which requests a route takes: HTTP methods and a path template.
 
-    Templates are ``/``-separated; ``{name}`` matches one segment, ``{name*}`` (last segment
-    only) matches the rest of the path, and ``*`` for methods matches any method.
+    Templates are ``/``-separated; ``{name}`` matches one segment, ``prefix{name}`` one that
+    starts with ``prefix``, ``{name*}`` (last segment only) matches the rest of the path, and
+    ``*`` for methods matches any method.
     """
 
     methods: tuple[str, ...] = ("*",)
@@ -174,12 +184,13 @@ class Match(Frozen):
         for index, segment in enumerate(segments):
             if not _TEMPLATE_SEGMENT.match(segment):
                 raise ValueError(
-                    f"path template segment {segment!r} is not a literal, '{{name}}' or '{{name*}}'"
+                    f"path template segment {segment!r} is not a literal, '{{name}}',"
+                    " 'prefix{name}' or '{name*}'"
                 )
-            if segment.endswith("*}") and index != len(segments) - 1:
+            if is_rest(segment) and index != len(segments) - 1:
                 raise ValueError(f"'{segment}' may only stand as the last segment of {value!r}")
-            if segment.startswith("{"):
-                name = segment.strip("{*}")
+            if is_param(segment) or is_rest(segment):
+                name = param_name(segment)
                 if name in names:
                     raise ValueError(f"'{{{name}}}' appears twice in {value!r}; name each apart")
                 names.add(name)
@@ -212,6 +223,9 @@ class Route(Frozen):
     append: AppendRule | None = None
     # How a completed effect of this route is undone (recover --strategy compensate).
     compensation: Compensation | None = None
+    # Path parameters that carry a credential (a webhook or bot token): forwarded as they
+    # came, but stored, shown and logged as their ``{name}`` only.
+    secret_path_params: tuple[str, ...] = ()
 
     @field_validator("volatile_fields")
     @classmethod
@@ -271,15 +285,29 @@ class Route(Frozen):
             raise ValueError(f"route {self.name!r}: 'append' is for external routes")
         if self.compensation is not None and self.effect is EffectClass.SAFE:
             raise ValueError(f"route {self.name!r}: a safe route has no effect to compensate")
-        params = frozenset(
-            segment.strip("{*}")
-            for segment in segments(self.match.path)
-            if is_param(segment) or is_rest(segment)
-        )
-        for rule in (self.append, self.compensation):
-            if rule is not None:
-                rule.check_fits(params)
+        params = param_names(self.match.path)
+        self._check_secrets(params)
+        if self.append is not None:
+            # An append reads back with the request at hand, which still holds its secrets.
+            self.append.check_fits(params)
+        if self.compensation is not None:
+            self.compensation.check_fits(params, frozenset(self.secret_path_params))
         return self
+
+    def _check_secrets(self, params: frozenset[str]) -> None:
+        seen: set[str] = set()
+        for index, name in enumerate(self.secret_path_params):
+            where = ("secret_path_params", index)
+            if name not in params:
+                known = ", ".join(sorted(params)) or "none"
+                raise LocatedError(
+                    where,
+                    f"route {self.name!r}: secret_path_params names {name!r}, which is no"
+                    f" parameter of {self.match.path} (it has: {known})",
+                )
+            if name in seen:
+                raise LocatedError(where, f"route {self.name!r}: {name!r} is listed twice")
+            seen.add(name)
 
 
 def _check_pointer(pointer: str) -> None:

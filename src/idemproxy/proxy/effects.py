@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -22,6 +23,7 @@ from idemproxy.effectkeys import EffectKey, KeySource
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.metrics import Children, DuplicateKind, Metrics
 from idemproxy.policies.model import EffectClass, Route
+from idemproxy.policies.secretpaths import shown_path
 from idemproxy.proxy.append import AppendGuard
 from idemproxy.proxy.attempts import Attempts
 from idemproxy.proxy.conflicts import idempotency_key_reused, tool_call_already_acted
@@ -95,6 +97,7 @@ class EffectFlow:
         self.attempts = attempts
         self.metrics = metrics
         self._duplicates = Children(metrics.duplicates_blocked)
+        self._upstream_durations = Children(metrics.upstream_request_duration)
         self.session = session
         self.native = NativeDedupe(store, session)
         self.appends = AppendGuard(store, session)
@@ -106,7 +109,8 @@ class EffectFlow:
             action=ctx.key.action,
             upstream=ctx.target.upstream.name,
             method=ctx.request.method,
-            path=ctx.target.path,
+            # What the record keeps, and every event, answer and payload made from it, shows.
+            path=shown_path(ctx.route, ctx.target.path),
         )
         claim = ClaimRequest(
             ctx.key.record_key,
@@ -205,7 +209,9 @@ class EffectFlow:
         return settled
 
     def _blocked(self, ctx: EffectContext, kind: DuplicateKind) -> None:
-        self._duplicates(ctx.target.upstream.name, ctx.route.name, kind).inc()
+        upstream, route, agent = ctx.target.upstream.name, ctx.route.name, ctx.key.record_key.agent
+        self._duplicates(upstream, route, kind, self.metrics.agent_label(agent)).inc()
+        self.metrics.blocked.count(agent, ctx.key.batch, upstream, route, kind)
 
     async def _attempt(
         self, ctx: EffectContext, fence: int, outcome: Outcome
@@ -248,6 +254,7 @@ class EffectFlow:
         sent = self.native.outgoing(ctx)  # the agent's request, carrying the native key
         headers.update(sent.headers)
         recorded = False
+        started = time.perf_counter()
         try:
             async with Exchange(
                 self.session,
@@ -257,6 +264,8 @@ class EffectFlow:
                 sent.body,
                 upstream.timeout,
             ) as answer:
+                # Timed as a read is (proxy/handler.py): until the answer's head is in.
+                self._upstream_durations(upstream.name).observe(time.perf_counter() - started)
                 if self.native.verifies(ctx, sent, answer.status):
                     verified = await self.native.verify(ctx, sent, answer)
                     await self._settle(ctx, fence, verified.settlement)

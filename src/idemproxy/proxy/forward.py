@@ -26,18 +26,38 @@ class UpstreamFailure(Exception):
         self.reason = reason
 
 
-def classify_failure(exc: BaseException) -> UpstreamFailure:
+def classify_failure(exc: BaseException, url: URL) -> UpstreamFailure:
+    """What ``exc``, raised by sending to ``url``, says about whether the request was sent."""
     # Connecting failed: not one byte of the request left this process.
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        return UpstreamFailure(sent=False, timed_out=True, reason=f"connect timeout: {exc}")
+        return UpstreamFailure(
+            sent=False, timed_out=True, reason=f"connect timeout: {_without_path(exc, url)}"
+        )
     if isinstance(exc, aiohttp.ClientConnectorError):
-        return UpstreamFailure(sent=False, timed_out=False, reason=f"cannot connect: {exc}")
+        return UpstreamFailure(
+            sent=False, timed_out=False, reason=f"cannot connect: {_without_path(exc, url)}"
+        )
     # Anything later may have reached the upstream: it is never treated as "not sent".
     if isinstance(exc, aiohttp.SocketTimeoutError | TimeoutError):
         return UpstreamFailure(sent=True, timed_out=True, reason="no answer within read timeout")
     return UpstreamFailure(
-        sent=True, timed_out=False, reason=f"connection lost: {type(exc).__name__}: {exc}"
+        sent=True,
+        timed_out=False,
+        reason=f"connection lost: {type(exc).__name__}: {_without_path(exc, url)}",
     )
+
+
+def _without_path(exc: BaseException, url: URL) -> str:
+    """``exc`` as text with the request's URL cut to its origin.
+
+    aiohttp names the whole URL in some errors (a connect timeout, a malformed answer), and a
+    path may hold a credential (a webhook's or bot's token); a reason is stored and shown.
+    """
+    text = str(exc)
+    origin = str(url.origin())
+    for form in (str(url), url.human_repr()):
+        text = text.replace(form, origin)
+    return text
 
 
 class Exchange:
@@ -81,7 +101,7 @@ class Exchange:
                 auto_decompress=False,
             )
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise classify_failure(exc) from exc
+            raise classify_failure(exc, url) from exc
         return self._response
 
     async def __aexit__(self, *exc_info: object) -> None:

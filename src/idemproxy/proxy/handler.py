@@ -44,6 +44,7 @@ from idemproxy.proxy.paused import COMPENSATES_HEADER, PauseGate
 from idemproxy.proxy.problems import problem_response
 from idemproxy.proxy.relay import relay
 from idemproxy.proxy.retry import exchange_retried
+from idemproxy.proxy.seal import SEAL_HEADER, CompensationSeal, forged_compensation
 from idemproxy.proxy.upstreams import Target, Upstream, resolve_target
 from idemproxy.proxy.verdicts import store_unavailable
 from idemproxy.scopes import request_scope, scoped
@@ -62,6 +63,9 @@ class ProxyState:
     metrics: Metrics
     attempts: Attempts
     guard: StoreGuard  # whether the store keeps records: effects wait on its verdict
+    # Proves a compensation is the admin API's own; one per serving process tree, shared by
+    # the proxy and admin listeners of every worker.
+    seal: CompensationSeal = field(default_factory=CompensationSeal.generate)
     session: ClientSession | None = None
     flow: EffectFlow | None = None
     draining: bool = False
@@ -221,9 +225,9 @@ class ProxyHandler:
                 retry_after_s=1,
             )
         agent = resolve_agent(headers, state.config.agent_id, state.config.allow_agent_header)
-        body = decoded_body(
-            request, await read_body(request, route.max_body_bytes), route.max_body_bytes
-        )
+        raw_body = await read_body(request, route.max_body_bytes)
+        operator = self._compensation(request, raw_body)  # sealed as sent, before decoding
+        body = decoded_body(request, raw_body, route.max_body_bytes)
         request_fingerprint = fingerprint(
             request.method,
             target.upstream.name,
@@ -245,7 +249,6 @@ class ProxyHandler:
         if key.source is KeySource.CONTENT:
             # One effect per content for the window: its record lives exactly that long.
             route = route.model_copy(update={"ttl_s": route.content_window_s})
-        operator = COMPENSATES_HEADER in request.headers
         context = EffectContext(
             request, target, route, key, body, request_fingerprint, operator=operator
         )
@@ -260,6 +263,21 @@ class ProxyHandler:
             refusal.effect_key = str(key)
             raise
         return response, outcome, str(key)
+
+    def _compensation(self, request: web.Request, body: bytes) -> bool:
+        """Whether this is an operator's compensation, which passes the agent's pause: one the
+        admin API sent, as its seal proves. ``Idem-Compensates`` without it is refused."""
+        compensates = request.headers.get(COMPENSATES_HEADER)
+        if compensates is None:
+            return False
+        seal = request.headers.get(SEAL_HEADER, "")
+        if self.state.seal.verifies(seal, request.method, request.raw_path, compensates, body):
+            return True
+        log.warning(
+            "refused a forged compensation: Idem-Compensates without the proxy's seal",
+            extra={"compensates": compensates},
+        )
+        raise forged_compensation()
 
     async def _forward_unrecorded(
         self,

@@ -23,8 +23,9 @@ CACHE_S = 1.0
 # Pauses kept at most: those of the agents of the moment, not of every agent id ever sent.
 MAX_AGENTS = 10_000
 
-# The header that marks an operator's compensation (ledger/compensation.py): it is sent while
-# the agent is paused, and neither waits for nor counts toward the agent's pause.
+# The header that marks an operator's compensation (ledger/compensator.py): it is sent while
+# the agent is paused, and neither waits for nor counts toward the agent's pause. Only with the
+# seal of the proxy's own sender (proxy/seal.py); an agent's copy of it is refused.
 COMPENSATES_HEADER = "Idem-Compensates"
 
 

@@ -12,6 +12,7 @@ from idemproxy.errors import ProblemCode
 
 PROBLEM_TYPE_BASE = "https://idemproxy.dev/problems/"
 PROBLEM_CONTENT_TYPE = "application/problem+json"
+JSON_CONTENT_TYPE = "application/json"
 
 _STATUS: dict[ProblemCode, tuple[int, str]] = {
     ProblemCode.MISSING_IDEMPOTENCY_KEY: (400, "Missing idempotency key"),
@@ -33,7 +34,11 @@ _STATUS: dict[ProblemCode, tuple[int, str]] = {
     ProblemCode.SHUTTING_DOWN: (503, "Shutting down"),
     ProblemCode.AGENT_PAUSED: (503, "Agent paused"),
     ProblemCode.UPSTREAM_TIMEOUT: (504, "Upstream timeout"),
+    ProblemCode.FORGED_COMPENSATION: (403, "Forged compensation"),
     ProblemCode.UNAUTHORIZED: (401, "Unauthorized"),
+    ProblemCode.FOREIGN_HOST: (403, "Foreign Host"),
+    ProblemCode.CROSS_ORIGIN_REQUEST: (403, "Cross-origin request"),
+    ProblemCode.UNSUPPORTED_MEDIA_TYPE: (415, "Unsupported media type"),
     ProblemCode.NOT_FOUND: (404, "Not found"),
     ProblemCode.STATE_CONFLICT: (409, "Conflicts with the current state"),
     ProblemCode.RATE_LIMITED: (429, "Too many recovery actions"),
@@ -90,6 +95,8 @@ def problem_response(
         headers["Retry-After"] = str(retry_after_s)
     if code is ProblemCode.UNSUPPORTED_CONTENT_ENCODING:
         headers["Accept-Encoding"] = ACCEPTED  # what to send instead (RFC 9110 section 12.5.3)
+    if code is ProblemCode.UNSUPPORTED_MEDIA_TYPE:
+        headers["Accept"] = JSON_CONTENT_TYPE  # likewise (RFC 9110 section 15.5.16)
     return web.Response(
         status=status,
         body=orjson.dumps(document),

@@ -50,9 +50,15 @@ class Write:
     at: tuple[str | int, ...] = ()
 
     def value_in(self, document: dict[str, Any]) -> Any:
+        """The value this write sends in ``document``; None where it sends none."""
         node: Any = document
         for step in self.at:
-            node = node[step]
+            if isinstance(step, int) and isinstance(node, list) and step < len(node):
+                node = node[step]
+            elif isinstance(step, str) and isinstance(node, dict):
+                node = node.get(step)
+            else:
+                return None
         return node
 
 

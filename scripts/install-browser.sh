@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install what tests/e2e/test_browser_forgery.py drives: a real browser visiting a hostile page
+# that tries to use the admin API.
+#   chromium    Debian's package; the test runs it through its executable path
+#   playwright  the Python package that drives it (its own browser download is never used)
+#
+# Usage: scripts/install-browser.sh [VENV]   (default: .venv)
+# Idempotent and quiet when everything is already there.
+set -euo pipefail
+
+venv="${1:-.venv}"
+python="$venv/bin/python"
+if [[ ! -x "$python" ]]; then
+    echo "install-browser: no virtualenv at $venv (expected $python)" >&2
+    exit 1
+fi
+
+if ! "$python" -c 'import playwright.sync_api' 2>/dev/null; then
+    echo "install-browser: installing playwright into $venv"
+    "$python" -m pip install --quiet --disable-pip-version-check "playwright>=1.40"
+fi
+
+if ! command -v chromium >/dev/null 2>&1; then
+    echo "install-browser: installing chromium (Debian package)"
+    sudo=()
+    if [[ "$(id -u)" -ne 0 ]]; then
+        sudo=(sudo)
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get update -qq
+    "${sudo[@]}" apt-get install -qq -y --no-install-recommends chromium >/dev/null
+fi
