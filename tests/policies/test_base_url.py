@@ -105,8 +105,21 @@ def test_a_user_policy_whose_routes_repeat_the_url_path_is_flagged() -> None:
     assert problem.unreachable == ("create_invoice",)
 
 
-def test_the_generic_pack_takes_any_url() -> None:
-    assert misplaced_base_url("up", "https://api.example/v1", load_policy("generic")) is None
+def test_the_generic_pack_takes_any_url_but_one_ending_in_a_bot_token() -> None:
+    generic = load_policy("generic")
+    assert misplaced_base_url("up", "https://api.example/v1", generic) is None
+    # A word that merely starts like the route's prefixed segment is not a token.
+    assert misplaced_base_url("up", "https://api.example/bottles", generic) is None
+
+    token = "bot110201543:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
+    problem = misplaced_base_url("telegram", f"https://api.telegram.org/{token}", generic)
+
+    assert problem is not None
+    assert problem.suggested_url == "https://api.telegram.org"
+    assert problem.unreachable == ("bot_api",)
+    # The token is a secret: the warning, which goes to logs, shows its placeholder.
+    assert "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw" not in problem.message()
+    assert "its URL https://api.telegram.org/bot{token} ends in /bot{token}" in problem.message()
 
 
 def test_every_upstream_is_checked_and_only_the_misplaced_ones_reported() -> None:

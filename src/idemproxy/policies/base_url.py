@@ -12,7 +12,8 @@ to another route, often the policy's default, and loses what its own route would
 This module finds that mistake without knowing any API: the URL's path ends in segments that
 the policy's routes begin with. A literal segment must be equal; a placeholder segment only
 counts for a URL segment that reads like an API version (``v10``, ``v1beta``), since any
-segment would fit it and a correct URL (``https://discord.com/api``) must not be flagged.
+segment would fit it and a correct URL (``https://discord.com/api``) must not be flagged; one
+with a literal prefix (``bot{token}``) for a segment that starts with the prefix.
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ from urllib.parse import urlsplit, urlunsplit
 from idemproxy.policies.loader import shipped_packs
 from idemproxy.policies.matcher import RouteMatcher
 from idemproxy.policies.model import Policy, Route
-from idemproxy.policies.templates import is_param, is_rest, segments
+from idemproxy.policies.templates import is_param, is_rest, param_prefix, segments
 
 # What a placeholder such as Discord's ``{version}`` stands for when a URL ends in it.
 _VERSION_SEGMENT = re.compile(r"v\d+(?:[a-z]+\d*)?")
+# What a prefixed placeholder such as ``bot{token}`` stands for: a token is long and holds
+# digits, where a word that happens to share the prefix (``bottles``) does neither.
+_TOKEN_LIKE = re.compile(r"(?=.*\d)\S{16,}")
 # Stands in for a placeholder when a route's path is tried against the matcher.
 _SAMPLE_VALUE = "sample"
 
@@ -38,7 +42,7 @@ class MisplacedBaseUrl:
     """An upstream URL that ends inside its policy's route paths, and what to use instead."""
 
     upstream: str
-    url: str
+    url: str  # as configured, a token in it shown as its placeholder (``bot{token}``)
     policy: str
     tail: str  # the URL's last path segments the routes begin with, e.g. "/v10"
     routes_begin: str  # how the routes spell those segments, e.g. "/{version}"
@@ -78,12 +82,15 @@ def misplaced_base_url(upstream: str, url: str, policy: Policy) -> MisplacedBase
         kept = "/".join(url_segments[:-length])
         suggested = urlunsplit((parts.scheme, parts.netloc, f"/{kept}" if kept else "", "", ""))
         first = unreachable[0]
+        begin = segments(first.match.path)[:length]
+        shown = (_shown(part, segment) for part, segment in zip(begin, tail, strict=True))
+        shown_tail = "/" + "/".join(shown)
         return MisplacedBaseUrl(
             upstream=upstream,
-            url=url,
+            url=suggested + shown_tail,
             policy=policy.name,
-            tail="/" + "/".join(tail),
-            routes_begin="/" + "/".join(segments(first.match.path)[:length]),
+            tail=shown_tail,
+            routes_begin="/" + "/".join(begin),
             suggested_url=suggested,
             unreachable=tuple(route.name for route in unreachable),
             route_count=len(policy.routes) + 1,
@@ -91,6 +98,11 @@ def misplaced_base_url(upstream: str, url: str, policy: Policy) -> MisplacedBase
             kind="pack" if policy.name in shipped_packs() else "policy",
         )
     return None
+
+
+def _shown(template_segment: str, url_segment: str) -> str:
+    """A URL segment as a warning may show it: a token (``bot{token}``) never reaches a log."""
+    return template_segment if param_prefix(template_segment) else url_segment
 
 
 def _begins_with(route: Route, tail: list[str]) -> bool:
@@ -104,6 +116,10 @@ def _fits(template_segment: str, url_segment: str) -> bool:
     if is_rest(template_segment):
         return False  # it takes anything, so it says nothing about where routes begin
     if is_param(template_segment):
+        prefix = param_prefix(template_segment)
+        if prefix:  # ``bot{token}``: a URL ending in the bot's token, as Telegram's SDKs show it
+            rest = url_segment.removeprefix(prefix)
+            return url_segment.startswith(prefix) and _TOKEN_LIKE.fullmatch(rest) is not None
         return _VERSION_SEGMENT.fullmatch(url_segment) is not None
     return template_segment == url_segment
 
@@ -112,7 +128,9 @@ def _example(upstream: str, route: Route, length: int, policy: Policy) -> str:
     """What becomes of a request the agent sends for ``route`` below the URL as configured."""
     rest = segments(route.match.path)[length:]
     shown = "/" + "/".join(rest)
-    sample = "/" + "/".join(_SAMPLE_VALUE if is_param(part) else part for part in rest)
+    sample = "/" + "/".join(
+        param_prefix(part) + _SAMPLE_VALUE if is_param(part) else part for part in rest
+    )
     method = next((m for m in route.match.methods if m != "*"), "POST")
     taken = RouteMatcher(policy).match(method, sample)
     lost = _differences(route, taken)
