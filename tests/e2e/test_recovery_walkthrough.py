@@ -196,7 +196,7 @@ def test_the_walkthrough_runs_as_the_page_shows_it(tmp_path: Path) -> None:
         with running(replacement):
             _wait_for_review(replacement.admin_url)
             _, metrics = http_get(replacement.admin_url + "/metrics")
-            assert b"\nidemproxy_unknown_outcomes 1.0\n" in metrics
+            assert re.search(rb"(?m)^idemproxy_unknown_outcomes(\{[^}]*\})? 1\.0$", metrics)
             _check_the_agents_repeat(replacement.url)
             _wait_for("Slack to post the held reply", lambda: len(slack.effects) == 3)
             # The page's status shows nothing waiting for the controller.
