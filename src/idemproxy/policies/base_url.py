@@ -13,7 +13,8 @@ This module finds that mistake without knowing any API: the URL's path ends in s
 the policy's routes begin with. A literal segment must be equal; a placeholder segment only
 counts for a URL segment that reads like an API version (``v10``, ``v1beta``), since any
 segment would fit it and a correct URL (``https://discord.com/api``) must not be flagged; one
-with a literal prefix (``bot{token}``) for a segment that starts with the prefix.
+with a literal prefix (``bot{token}``) for a segment that starts with the prefix and reads like
+a token, which the warning then shows as the placeholder.
 """
 
 from __future__ import annotations
