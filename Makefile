@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# Everything ruff and mypy check: the proxy, its tests, idemproxy-events and the examples.
+PY_SOURCES := src tests packages/idemproxy-events/src examples
 
 .PHONY: install dev test lint typecheck unit serve bench soak clean
 
@@ -18,11 +20,11 @@ dev: $(BIN)/python  ## the proxy plus everything the tests and checks use
 	scripts/install-browser.sh $(VENV)
 
 lint: dev
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check $(PY_SOURCES)
+	$(BIN)/ruff format --check $(PY_SOURCES)
 
 typecheck: dev
-	$(BIN)/mypy src tests
+	$(BIN)/mypy $(PY_SOURCES)
 
 unit: dev
 	$(BIN)/pytest -q -m "not redis and not e2e"
@@ -30,9 +32,9 @@ unit: dev
 test: dev  ## lint, types, and the whole suite against a real Redis and the reference Bluesky PDS
 	scripts/ensure-redis.sh
 	scripts/ensure-pds.sh >/dev/null
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
-	$(BIN)/mypy src tests
+	$(BIN)/ruff check $(PY_SOURCES)
+	$(BIN)/ruff format --check $(PY_SOURCES)
+	$(BIN)/mypy $(PY_SOURCES)
 	$(BIN)/pytest -q
 
 soak: dev  ## the long fault run (SOAK_S seconds of traffic on Redis, a third on SQLite, Cluster and Sentinel, a sixth on a Redis that loses its data)

@@ -17,6 +17,7 @@ from idemproxy.admin.background import cancel_all, ledger_tasks
 from idemproxy.config import LoadedConfig
 from idemproxy.instrumented import InstrumentedStore
 from idemproxy.metrics import Metrics, StoreScope
+from idemproxy.policies.base_url import misplaced_base_urls
 from idemproxy.proxy.app import build_proxy_app
 from idemproxy.proxy.attempts import Attempts
 from idemproxy.proxy.handler import ProxyState
@@ -137,6 +138,13 @@ async def serve(
             "the store fails over to replicas, and claims do not wait for them: a master lost"
             " before a replica has a claim lets a repeat be sent again; set wait_replicas=1 in"
             " the store URL's query (docs/reliability.md)"
+        )
+    urls = {name: upstream.url for name, upstream in config.upstreams.items()}
+    for problem in misplaced_base_urls(urls, loaded.policies):
+        log.warning(
+            "%s",
+            problem.message(),
+            extra={"upstream": problem.upstream, "suggested_url": problem.suggested_url},
         )
     store = open_store(config.store)
     metrics = Metrics(store_scope=StoreScope.of(store.backend), agent_id=config.agent_id)

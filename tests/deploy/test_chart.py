@@ -21,6 +21,8 @@ import pytest
 import yaml
 
 from idemproxy.config import ProxyConfig
+from idemproxy.policies.base_url import misplaced_base_urls
+from idemproxy.policies.loader import load_policy, parse_policy
 
 from .tooling import (
     CHART_DIR,
@@ -65,7 +67,7 @@ ALL_ON: dict[str, Any] = {
     },
     "sidecar": {
         "upstreams": {
-            "discord": {"url": "https://discord.com/api/v10", "policy": "discord"},
+            "discord": {"url": "https://discord.com/api", "policy": "discord"},
             "billing": {"url": "https://billing.internal.example", "policy": "billing"},
         }
     },
@@ -95,7 +97,7 @@ PRODUCTION: dict[str, Any] = {
         "upstreams": {
             "stripe": {"url": "https://api.stripe.com"},
             "anthropic": {"url": "https://api.anthropic.com"},
-            "slack": {"url": "https://slack.com/api", "policy": "slack"},
+            "slack": {"url": "https://slack.com", "policy": "slack"},
         },
         # A production Redis must keep its records across a restart (docs/reliability.md).
         "extraConfig": {"allow_agent_header": False, "store_safety": {"require_persistence": True}},
@@ -358,12 +360,80 @@ def test_existing_claim_holds_the_store_for_a_single_replica() -> None:
 # --- config, policies and secrets --------------------------------------------------------------
 
 
+def url_warnings(rendered: Rendered) -> list[str]:
+    """What check-config (the chart's init container) warns about the rendered upstream URLs."""
+    config = ProxyConfig.model_validate(config_file(rendered))
+    configmap = rendered.named("ConfigMap", f"{RELEASE}-idemproxy-config")
+    policies = {}
+    for name in config.upstreams:
+        ref = config.policy_ref(name)
+        mounted = f"policy.{Path(ref).stem}.yaml"
+        if ref.startswith("/etc/idemproxy/policies/") and mounted in configmap["data"]:
+            policies[name] = parse_policy(configmap["data"][mounted], ref)
+        else:
+            policies[name] = load_policy(ref)
+    urls = {name: upstream.url for name, upstream in config.upstreams.items()}
+    return [problem.message() for problem in misplaced_base_urls(urls, policies)]
+
+
+def commented_upstreams_example() -> dict[str, Any]:
+    """The upstreams example commented out below ``upstreams: {}`` in values.yaml."""
+    lines = (CHART_DIR / "values.yaml").read_text().splitlines()
+    start = lines.index("  upstreams: {}") + 1
+    example = []
+    for line in lines[start:]:
+        if not line.startswith("  #   "):
+            break
+        example.append(line.removeprefix("  #   "))
+    assert example, "values.yaml lost its upstreams example"
+    upstreams: dict[str, Any] = yaml.safe_load("\n".join(example))
+    return upstreams
+
+
+def example_values() -> dict[str, dict[str, Any]]:
+    return {
+        "readme install": yaml.safe_load(readme_block("# my-values.yaml")),
+        "readme parent chart": yaml.safe_load(readme_block("# values.yaml of your agent chart"))[
+            "idemproxy"
+        ],
+        "values.yaml comment": {"sidecar": {"upstreams": commented_upstreams_example()}},
+        "production": PRODUCTION,
+    }
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["readme install", "readme parent chart", "values.yaml comment", "production"],
+)
+def test_example_urls_stop_where_their_packs_routes_begin(name: str) -> None:
+    assert url_warnings(render(example_values()[name])) == []
+
+
+def test_a_url_that_hides_its_packs_routes_fails_that_check() -> None:
+    values = {"sidecar": {"upstreams": {"discord": {"url": "https://discord.com/api/v10"}}}}
+    (warning,) = url_warnings(render(values))
+    assert "Use https://discord.com/api as the upstream's URL" in warning
+
+
+def test_the_agent_gets_the_base_url_each_sdk_expects() -> None:
+    values = merged(
+        yaml.safe_load(readme_block("# my-values.yaml")),
+        {"sidecar": {"upstreams": {"llm": {"url": "https://api.openai.com", "policy": "openai"}}}},
+    )
+    _, spec = agent_pod(values)
+    agent_env = {e["name"]: e.get("value") for e in container(spec, "agent")["env"]}
+    assert agent_env["DISCORD_BASE_URL"] == "http://127.0.0.1:8080/discord"
+    # The OpenAI SDK's base URL holds the /v1 the pack's routes begin with.
+    assert agent_env["OPENAI_BASE_URL"] == "http://127.0.0.1:8080/openai/v1"
+    assert agent_env["LLM_BASE_URL"] == "http://127.0.0.1:8080/llm/v1"
+
+
 def test_user_policies_are_mounted_where_the_config_points() -> None:
     rendered, spec = agent_pod(ALL_ON)
     config = config_file(rendered)
     configmap = rendered.named("ConfigMap", f"{RELEASE}-idemproxy-config")
     assert config["upstreams"] == {
-        "discord": {"url": "https://discord.com/api/v10", "policy": "discord"},
+        "discord": {"url": "https://discord.com/api", "policy": "discord"},
         "billing": {
             "url": "https://billing.internal.example",
             "policy": "/etc/idemproxy/policies/billing.yaml",
@@ -508,13 +578,13 @@ def test_readme_snippet_adds_the_sidecar_to_an_existing_deployment(tmp_path: Pat
     assert token_ref["name"] == secret["metadata"]["name"]
     assert token_ref["key"] in secret["data"]
     assert yaml.safe_load(configmap["data"]["config.yaml"])["upstreams"] == {
-        "discord": {"url": "https://discord.com/api/v10"}
+        "discord": {"url": "https://discord.com/api"}
     }
     # Same values, same checksum as the chart's own example Deployment.
     standalone = render(
         {
             "fullnameOverride": "",
-            "sidecar": {"upstreams": {"discord": {"url": "https://discord.com/api/v10"}}},
+            "sidecar": {"upstreams": {"discord": {"url": "https://discord.com/api"}}},
         }
     )
     assert (

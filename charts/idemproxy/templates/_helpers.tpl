@@ -325,12 +325,19 @@ agent, its startup probe gates the agent's start, and it stops after the agent.
     sizeLimit: 64Mi
 {{- end -}}
 
-{{/* NAME_BASE_URL variables pointing the agent at the proxy, one per upstream. */}}
+{{/*
+NAME_BASE_URL variables pointing the agent at the proxy, one per upstream. The OpenAI SDK takes
+OPENAI_BASE_URL as its whole base URL, /v1 included (its default is https://api.openai.com/v1),
+so an upstream on the openai pack gets the proxy URL plus /v1; the other SDKs add their API's
+path prefix themselves.
+*/}}
 {{- define "idemproxy.agentEnv" -}}
 {{- $v := include "idemproxy.values" . | fromJson -}}
 {{- range $name := keys $v.sidecar.upstreams | sortAlpha }}
+{{- $policy := (get $v.sidecar.upstreams $name).policy | default $name }}
+{{- $openai := and (eq $policy "openai") (not (hasKey $v.policies "openai")) }}
 - name: {{ $name | upper | replace "-" "_" }}_BASE_URL
-  value: {{ include "idemproxy.baseUrl" (list $ $name) | quote }}
+  value: {{ printf "%s%s" (include "idemproxy.baseUrl" (list $ $name)) ($openai | ternary "/v1" "") | quote }}
 {{- end }}
 {{- end -}}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from idemproxy import eventloop
 from idemproxy.config import LoadedConfig, load_config
 from idemproxy.errors import ConfigError
 from idemproxy.logs import configure_logging
+from idemproxy.policies.base_url import misplaced_base_urls
 from idemproxy.policies.catalog import effect_counts
 
 
@@ -81,7 +83,13 @@ def _check_config(args: argparse.Namespace) -> int:
             f"upstream {name}: {url} policy {policy.name} (adapter {policy.adapter};"
             f" {len(policy.routes) + 1} routes: {effect_counts(policy)})"
         )
-    print(f"{args.config or 'configuration'}: OK")
+    urls = {name: upstream.url for name, upstream in loaded.config.upstreams.items()}
+    problems = misplaced_base_urls(urls, loaded.policies)
+    for problem in problems:
+        print(f"idemproxy: warning: {problem.message()}", file=sys.stderr)
+    # A warning leaves the exit code 0: the config works, only some routes never match.
+    noted = f", with {len(problems)} warning{'s' * (len(problems) > 1)}" if problems else ""
+    print(f"{args.config or 'configuration'}: OK{noted}")
     return 0
 
 

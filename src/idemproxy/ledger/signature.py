@@ -7,7 +7,9 @@ A delivery carries::
 
 A controller recomputes the HMAC over the raw body bytes it received, compares in constant
 time, and rejects timestamps too far from its own clock (replays). :func:`verify` does exactly
-that and is what a Python controller can import; docs/recovery.md has the recipe for others.
+that. A controller imports the same functions from ``idemproxy-events``
+(packages/idemproxy-events), which needs only the standard library; tests/events checks the two
+agree. docs/recovery.md has the recipe for other languages.
 """
 
 from __future__ import annotations
