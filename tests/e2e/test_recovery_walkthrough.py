@@ -57,6 +57,8 @@ class Step:
 
     command: str
     expected: list[str]
+    # What `$ echo $?` under it shows; None: 0, or 1 for a refusal (`idemproxy: ...`).
+    exit_code: int | None = None
 
 
 def walkthrough() -> str:
@@ -74,6 +76,9 @@ def steps() -> list[Step]:
                 command = line[2:]
                 while command.endswith("\\"):
                     command = command[:-1] + next(lines).strip()
+                if command == "echo $?":
+                    found[-1].exit_code = int(next(lines))
+                    continue
                 found.append(Step(command, []))
             else:
                 found[-1].expected.append(line)
@@ -204,7 +209,8 @@ def test_the_walkthrough_runs_as_the_page_shows_it(tmp_path: Path) -> None:
             for step in steps():
                 code, output = run(step, replacement.admin_url)
                 refused = any(line.startswith("idemproxy: ") for line in step.expected)
-                assert (code != 0) == refused, f"{step.command} exited {code}:\n{output}"
+                expected_code = step.exit_code if step.exit_code is not None else int(refused)
+                assert code == expected_code, f"{step.command} exited {code}:\n{output}"
                 missing = [
                     line
                     for line in step.expected
