@@ -26,12 +26,7 @@ fail() {
 if [[ ! -f "$install_dir/.installed" ]]; then
     if ! command -v npm >/dev/null 2>&1; then
         echo "ensure-pds: installing npm (Debian packages nodejs, npm)" >&2
-        sudo=()
-        [[ "$(id -u)" -ne 0 ]] && sudo=(sudo)
-        export DEBIAN_FRONTEND=noninteractive
-        "${sudo[@]}" apt-get update -qq >&2
-        "${sudo[@]}" apt-get install -qq -y --no-install-recommends nodejs npm >&2 \
-            || fail "could not install npm from Debian"
+        "$root/scripts/apt-install.sh" nodejs npm || fail "could not install npm from Debian"
     fi
     echo "ensure-pds: installing @atproto/pds into $install_dir (about 2 minutes, once)" >&2
     mkdir -p "$cache"

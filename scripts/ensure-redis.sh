@@ -19,11 +19,7 @@ PY
 answers && exit 0
 if ! command -v redis-server >/dev/null 2>&1; then
     echo "ensure-redis: installing redis-server (Debian package)"
-    sudo=()
-    [[ "$(id -u)" -ne 0 ]] && sudo=(sudo)
-    export DEBIAN_FRONTEND=noninteractive
-    "${sudo[@]}" apt-get update -qq
-    "${sudo[@]}" apt-get install -qq -y --no-install-recommends redis-server >/dev/null
+    "$(dirname "$0")/apt-install.sh" redis-server
 fi
 echo "ensure-redis: starting redis-server on 127.0.0.1:$port"
 redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --save "" --appendonly no \

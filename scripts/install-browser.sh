@@ -22,11 +22,5 @@ fi
 
 if ! command -v chromium >/dev/null 2>&1; then
     echo "install-browser: installing chromium (Debian package)"
-    sudo=()
-    if [[ "$(id -u)" -ne 0 ]]; then
-        sudo=(sudo)
-    fi
-    export DEBIAN_FRONTEND=noninteractive
-    "${sudo[@]}" apt-get update -qq
-    "${sudo[@]}" apt-get install -qq -y --no-install-recommends chromium >/dev/null
+    "$(dirname "$0")/apt-install.sh" chromium
 fi

@@ -25,11 +25,5 @@ fi
 
 if ! command -v promtool >/dev/null 2>&1; then
     echo "install-deploy-tools: installing promtool (Debian package prometheus)"
-    sudo=()
-    if [[ "$(id -u)" -ne 0 ]]; then
-        sudo=(sudo)
-    fi
-    export DEBIAN_FRONTEND=noninteractive
-    "${sudo[@]}" apt-get update -qq
-    "${sudo[@]}" apt-get install -qq -y --no-install-recommends prometheus >/dev/null
+    "$(dirname "$0")/apt-install.sh" prometheus
 fi

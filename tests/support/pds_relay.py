@@ -28,6 +28,7 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from idemproxy.proxy.headers import HOP_BY_HOP
 from tests.support.fakes.serving import BackgroundServers
 
 # Longer than any read timeout the suite gives the proxy, shorter than a test's patience.
@@ -35,21 +36,7 @@ DEFAULT_HOLD_S = 10.0
 # Hop-by-hop headers (RFC 9110 7.6.1) belong to one connection; Host and Content-Length are
 # recomputed for the relay's own connection (the body is passed on unchanged, so the length is
 # the same).
-_NOT_RELAYED = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-        "content-length",
-    }
-)
+_NOT_RELAYED = HOP_BY_HOP | {"host", "content-length"}
 # aiohttp's client would otherwise add its own values of these when the request has none: the
 # PDS must see the request as the proxy sent it.
 _NO_AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
