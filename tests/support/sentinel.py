@@ -26,6 +26,13 @@ SENTINELS = 3
 QUORUM = 2
 DOWN_AFTER_MS = 1000
 FAILOVER_TIMEOUT_MS = 3000
+# Sentinel "fixes" a replica that replicates from another address than the master's it knows
+# once failover-timeout has passed since it last reconfigured it, pointing it straight at the
+# master. Ours reaches the master through the link's forwarder, so that fix would route the
+# replica around a cut link, and a claim the test means to leave unreplicated would be
+# confirmed after all (on a loaded machine, three seconds pass before the cut). Until the first
+# failover the timeout is held this long; the promotion itself does not wait for it.
+HELD_FAILOVER_TIMEOUT_MS = 600_000
 # Sentinel's own timers, shortened: it looks at the servers' roles every 10 s (an old master
 # that comes back would wait that long to be made a replica) and greets the other Sentinels
 # every 2 s. A loaded test machine may stall a Sentinel for two seconds, which would stop it
@@ -49,7 +56,7 @@ class SentinelProcess(Process):
             f"port {port}\nbind 127.0.0.1\ndir {log_dir}\n"
             f"sentinel monitor {SERVICE} 127.0.0.1 {master_port} {QUORUM}\n"
             f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n"
-            f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}\n"
+            f"sentinel failover-timeout {SERVICE} {HELD_FAILOVER_TIMEOUT_MS}\n"
         )
         binary = shutil.which("redis-server")
         assert binary is not None, "redis-server is missing: apt-get install redis-server"
@@ -69,6 +76,9 @@ class SentinelProcess(Process):
         others = sentinel_command(self.port, "SENTINELS", SERVICE)
         healthy = [r for r in replicas if "s_down" not in str(r.get("flags", ""))]
         return len(healthy) == 1 and len(others) == SENTINELS - 1
+
+    def release_failover_timeout(self) -> None:
+        sentinel_command(self.port, "SET", SERVICE, "failover-timeout", str(FAILOVER_TIMEOUT_MS))
 
     def names_master(self, port: int) -> bool:
         _, named = sentinel_command(self.port, "GET-MASTER-ADDR-BY-NAME", SERVICE)
@@ -106,6 +116,7 @@ class SentinelSet(ReplicatedPair):
             promoted = functools.partial(sentinel.names_master, self.replica.port)
             wait_until(f"sentinel {sentinel.port} names the replica master", promoted)
         wait_until("the replica serves as master", lambda: self.replica.role() == "master")
+        self._release_failover_timeouts()
 
     def fail_over(self, cut_for_s: float) -> bool:
         """Whichever node is master now dies and the other is promoted; the dead one then comes
@@ -124,12 +135,19 @@ class SentinelSet(ReplicatedPair):
             promoted = functools.partial(sentinel.names_master, survivor.port)
             wait_until(f"sentinel {sentinel.port} names {survivor.port} master", promoted)
         wait_until("the survivor serves as master", lambda: survivor.role() == "master")
+        self._release_failover_timeouts()
         # The link leads to the first master's port: to the survivor from now on, when that is
         # the first master, which is where the restarted replica looks for it.
         self.link.mend()
         master.start()
         wait_until("the old master syncs as a replica", master.linked)
         return cut
+
+    def _release_failover_timeouts(self) -> None:
+        """Back to the short timeout once a failover has happened: the link is direct after it,
+        and a later failover may start again that much sooner (twice the timeout)."""
+        for sentinel in self.sentinels:
+            sentinel.release_failover_timeout()
 
     def rejoin_old_master(self) -> None:
         """Restart the killed master, empty; the Sentinels turn it into the new master's
