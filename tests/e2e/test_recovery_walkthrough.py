@@ -200,8 +200,8 @@ def test_the_walkthrough_runs_as_the_page_shows_it(tmp_path: Path) -> None:
         replacement = proxy()
         with running(replacement):
             _wait_for_review(replacement.admin_url)
-            _, metrics = http_get(replacement.admin_url + "/metrics")
-            assert re.search(rb"(?m)^idemproxy_unknown_outcomes(\{[^}]*\})? 1\.0$", metrics)
+            # The gauge follows the store at the proxy's next refresh, not at the sweep itself.
+            _wait_for("the unknown-outcomes gauge to show it", lambda: _unknown_gauge(replacement))
             _check_the_agents_repeat(replacement.url)
             _wait_for("Slack to post the held reply", lambda: len(slack.effects) == 3)
             # The page's status shows nothing waiting for the controller.
@@ -250,6 +250,11 @@ def _wait_for(what: str, condition: Callable[[], object]) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"waited 10 s for {what}")
         time.sleep(0.05)
+
+
+def _unknown_gauge(proxy: ServedProxy) -> bool:
+    _, metrics = http_get(proxy.admin_url + "/metrics")
+    return bool(re.search(rb"(?m)^idemproxy_unknown_outcomes(\{[^}]*\})? 1\.0$", metrics))
 
 
 def _unknown_tool_calls(controller: Controller) -> list[str]:
