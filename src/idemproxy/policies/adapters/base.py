@@ -48,8 +48,7 @@ class Attempt:
 
     @property
     def method(self) -> str:
-        """The path's last segment: an XRPC method's name, a REST collection."""
-        return self.path.rstrip("/").rsplit("/", 1)[-1]
+        return method_of(self.path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +87,11 @@ class Verdict:
     body: bytes = b""
     external_id: str = ""
     detail: str = ""
+
+
+def method_of(path: str) -> str:
+    """A path's last segment: an XRPC method's name, a REST collection."""
+    return path.rstrip("/").rsplit("/", 1)[-1]
 
 
 def is_json(content_type: str) -> bool:

@@ -33,6 +33,7 @@ from idemproxy.policies.adapters.base import (
     Verdict,
     is_json,
     key_digest,
+    method_of,
 )
 from idemproxy.policies.adapters.bluesky_writes import (
     APPLY_WRITES,
@@ -101,7 +102,7 @@ class BlueskyAdapter(Adapter):
         return Outgoing(body, native=True)
 
     def settle(self, path: str, age_ms: int) -> Settle:
-        if path.rstrip("/").endswith(UPLOAD_BLOB):
+        if method_of(path) == UPLOAD_BLOB:
             return Settle.RESEND
         return Settle.READ_BACK
 
@@ -138,7 +139,7 @@ class BlueskyAdapter(Adapter):
         return Verdict(Found.PRESENT, orjson.dumps(answer), external_id=uri or _uri(writes[0]))
 
     def verifies(self, path: str, status: int) -> bool:
-        return status >= 500 and not path.rstrip("/").endswith(UPLOAD_BLOB)
+        return status >= 500 and method_of(path) != UPLOAD_BLOB
 
     def rewrites_session(self, path: str) -> bool:
         return path.rstrip("/").endswith(_SESSION_METHODS)
