@@ -6,9 +6,9 @@ import fakeredis
 from redis.crc import key_slot
 
 from idemproxy.store import layout
-from idemproxy.store.control import CONTROL_RETENTION_S
 from idemproxy.store.records import RecordKey, RecordState, Settlement
 from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.retention import CONTROL_RETENTION_S
 from tests.store.test_contract import claim_request, completed
 from tests.store.test_control_contract import LIMIT, attempt
 from tests.store.test_redis_store import CountingRedis

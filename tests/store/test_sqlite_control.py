@@ -7,8 +7,9 @@ from pathlib import Path
 
 from idemproxy.store import sqlite_control
 from idemproxy.store.clock import wall_ms
-from idemproxy.store.control import CONTROL_RETENTION_S, AgentControl
+from idemproxy.store.control import AgentControl
 from idemproxy.store.records import RecordKey, RecordState, Settlement
+from idemproxy.store.retention import CONTROL_RETENTION_S
 from idemproxy.store.sqlite_store import SQLiteStore
 from tests.store.test_control_contract import LIMIT, attempt
 

@@ -24,6 +24,7 @@ from idemproxy.policies.templates import (
     param_names,
     template_covers,
 )
+from idemproxy.store.retention import MAX_RECORD_TTL_S
 
 
 class EffectClass(StrEnum):
@@ -209,7 +210,7 @@ class Route(Frozen):
     content_window_s: Annotated[int, Field(ge=1, le=86_400)] = 300
     coalesce_wait_ms: Annotated[int, Field(ge=0, le=600_000)] = 5_000
     lease_ms: Annotated[int, Field(ge=100, le=3_600_000)] = 30_000
-    ttl_s: Annotated[int, Field(ge=1, le=90 * 86_400)] = 86_400
+    ttl_s: Annotated[int, Field(ge=1, le=MAX_RECORD_TTL_S)] = 86_400
     max_body_bytes: Annotated[int, Field(ge=0, le=1 << 30)] = 10 * 1024 * 1024
     max_recorded_bytes: Annotated[int, Field(ge=0, le=1 << 30)] = 8 * 1024 * 1024
     # The policy's adapter gives this route the upstream's own dedupe key and may settle an

@@ -19,9 +19,8 @@ import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
 
-from idemproxy.store.journal import AUDIT_RETENTION_S, AuditEntry
+from idemproxy.store.journal import AuditEntry
 
-CONTROL_RETENTION_S = AUDIT_RETENTION_S
 MAX_STREAK = 1000  # the most failures kept per agent (the highest threshold config allows)
 MAX_ERROR_CHARS = 200
 AUTO_ACTOR = "idemproxy"

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-AUDIT_RETENTION_S = 90 * 86_400  # as long as the longest-lived record (a route's ttl_s maximum)
-ARCHIVE_RETENTION_S = 90 * 86_400
-
 
 @dataclass(frozen=True, slots=True)
 class DeliveryCursor:

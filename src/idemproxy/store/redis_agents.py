@@ -28,8 +28,8 @@ from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store import layout, redis_agent_scripts
 from idemproxy.store.clock import wall_ms
-from idemproxy.store.journal import AUDIT_RETENTION_S
 from idemproxy.store.redis_pipeline import PipelinedRedis, PipelinedScript
+from idemproxy.store.retention import AUDIT_RETENTION_S
 from idemproxy.store.work import Forgotten, Work
 
 T = TypeVar("T")

@@ -13,18 +13,12 @@ from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store import layout, redis_scripts
 from idemproxy.store.base import StoreCorrupt
-from idemproxy.store.control import (
-    CONTROL_RETENTION_S,
-    MAX_STREAK,
-    AgentControl,
-    FailedAttempt,
-    Pause,
-    PauseOrigin,
-)
+from idemproxy.store.control import MAX_STREAK, AgentControl, FailedAttempt, Pause, PauseOrigin
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.redis_agents import RedisAgents
 from idemproxy.store.redis_errors import translated
 from idemproxy.store.redis_journal import RedisJournal, audit_args
+from idemproxy.store.retention import CONTROL_RETENTION_S
 
 
 def control_keys(agent: str) -> list[str]:

@@ -17,16 +17,11 @@ from redis.asyncio.cluster import RedisCluster
 from idemproxy.store import layout, redis_scripts
 from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.clock import wall_ms
-from idemproxy.store.journal import (
-    ARCHIVE_RETENTION_S,
-    AUDIT_RETENTION_S,
-    AuditEntry,
-    DeliveryCursor,
-    FreedRecord,
-)
+from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 from idemproxy.store.records import RecordKey
 from idemproxy.store.redis_agents import RedisAgents
 from idemproxy.store.redis_errors import translated
+from idemproxy.store.retention import ARCHIVE_RETENTION_S, AUDIT_RETENTION_S
 from idemproxy.store.work import Forgotten, Work
 
 STREAM_ID = re.compile(r"\d+-\d+")  # an event or audit entry id

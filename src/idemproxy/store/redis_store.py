@@ -43,9 +43,9 @@ from idemproxy.store.redis_pipeline import PipelinedRedis, PipelinedScript
 from idemproxy.store.redis_safety import RedisMarker
 from idemproxy.store.redis_wait import WaitedScript, waited_script
 from idemproxy.store.replicas import ReplicaWait
+from idemproxy.store.retention import EVENT_RETENTION_S
 from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerCheck
 
-EVENT_RETENTION_S = 7 * 86_400
 EXPIRED_LEASE_REASON = "lease expired: the proxy holding this request stopped"
 
 RedisClient = Redis | RedisCluster

@@ -15,7 +15,6 @@ from idemproxy.store import sqlite_journal as journal
 from idemproxy.store import sqlite_worklist
 from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.control import (
-    CONTROL_RETENTION_S,
     AgentControl,
     FailedAttempt,
     Pause,
@@ -24,6 +23,7 @@ from idemproxy.store.control import (
     counted,
 )
 from idemproxy.store.records import RecordKey, Settlement
+from idemproxy.store.retention import CONTROL_RETENTION_S
 from idemproxy.store.work import Work
 
 TABLES = (

@@ -34,6 +34,7 @@ from idemproxy.store.records import (
     RecordState,
     StoredResponse,
 )
+from idemproxy.store.retention import FENCE_RETENTION_MS
 from idemproxy.store.work import Work
 
 SCHEMA_VERSION = 3
@@ -65,10 +66,6 @@ _TABLES = (
         agent TEXT PRIMARY KEY, fence INTEGER NOT NULL, touched_ms INTEGER NOT NULL)""",
     "CREATE TABLE IF NOT EXISTS clock (boot_id TEXT NOT NULL, offset_ms INTEGER NOT NULL)",
 )
-
-# A fence counter outlives the longest-lived record (a route's ttl_s maximum, 90 days) twice
-# over: an attempt that could still write under an old fence is long gone by then.
-FENCE_RETENTION_MS = 2 * 90 * 86_400_000
 
 # Spliced into SQL text below (hence the S608 waivers): a constant, never user input.
 _RECORD_COLUMNS = (

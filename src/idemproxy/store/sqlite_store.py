@@ -25,13 +25,7 @@ from idemproxy.store import sqlite_worklist as worklist
 from idemproxy.store.base import StoreCorrupt, StoreUnavailable
 from idemproxy.store.clock import SteadyClock
 from idemproxy.store.control import AgentControl, Pause, written_pause
-from idemproxy.store.journal import (
-    ARCHIVE_RETENTION_S,
-    AUDIT_RETENTION_S,
-    AuditEntry,
-    DeliveryCursor,
-    FreedRecord,
-)
+from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 from idemproxy.store.memory import (
     HELD_MS,
     claimed_record,
@@ -51,13 +45,13 @@ from idemproxy.store.records import (
     ResolveResult,
     Settlement,
 )
+from idemproxy.store.retention import ARCHIVE_RETENTION_S, AUDIT_RETENTION_S, EVENT_RETENTION_S
 from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerCheck
 from idemproxy.store.work import Forgotten, Work
 
 T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 5_000
-EVENT_RETENTION_S = 7 * 86_400
 PURGE_INTERVAL_S = 60
 
 
