@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from aiohttp import ClientSession, TCPConnector, web
 
 from idemproxy import __version__
-from idemproxy.proxy.effects import EffectFlow
+from idemproxy.effects.flow import EffectFlow
 from idemproxy.proxy.forward import SKIP_AUTO_HEADERS
 from idemproxy.proxy.handler import ProxyHandler, ProxyState
 from idemproxy.proxy.malformed import quiet_malformed_requests

@@ -24,14 +24,18 @@ from idemproxy.effectkeys import (
     resolve_agent,
     resolve_effect_key,
 )
+from idemproxy.effects.attempts import Attempts
+from idemproxy.effects.flow import EffectContext, EffectFlow
+from idemproxy.effects.outcome import Outcome, outcome_headers
+from idemproxy.effects.paused import COMPENSATES_HEADER, PauseGate
+from idemproxy.effects.seal import SEAL_HEADER, CompensationSeal, forged_compensation
+from idemproxy.effects.status import store_unavailable
 from idemproxy.encodings import UndecodableBody, decoded
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.fingerprint import fingerprint
 from idemproxy.logs import info_fields
 from idemproxy.metrics import Children, Metrics
 from idemproxy.policies.model import EffectClass, Route
-from idemproxy.proxy.attempts import Attempts
-from idemproxy.proxy.effects import EffectContext, EffectFlow
 from idemproxy.proxy.endpoints import (
     ask_identity_encoding,
     rewrites_endpoints,
@@ -39,14 +43,10 @@ from idemproxy.proxy.endpoints import (
 )
 from idemproxy.proxy.forward import UpstreamFailure
 from idemproxy.proxy.headers import client_response_headers, upstream_request_headers
-from idemproxy.proxy.outcome import Outcome, outcome_headers
-from idemproxy.proxy.paused import COMPENSATES_HEADER, PauseGate
 from idemproxy.proxy.problems import problem_response
 from idemproxy.proxy.relay import relay
 from idemproxy.proxy.retry import exchange_retried
-from idemproxy.proxy.seal import SEAL_HEADER, CompensationSeal, forged_compensation
 from idemproxy.proxy.upstreams import Target, Upstream, resolve_target
-from idemproxy.proxy.verdicts import store_unavailable
 from idemproxy.scopes import request_scope, scoped
 from idemproxy.store.base import Store, StoreError
 from idemproxy.storeguard import StoreGuard

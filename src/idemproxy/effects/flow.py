@@ -5,7 +5,7 @@ claim -> (claimed) forward, relay, settle
       -> (completed) replay the record
       -> (in flight) wait for the holder, then claim again; still held: 409
       -> (unknown) 409 outcome-unknown, into review; never a blind re-send
-      -> (another request's key) 409 tool-call-already-acted or 422 (proxy/conflicts.py)
+      -> (another request's key) 409 tool-call-already-acted or 422 (effects/conflicts.py)
 """
 
 from __future__ import annotations
@@ -20,27 +20,14 @@ from typing import NoReturn
 from aiohttp import ClientSession, web
 
 from idemproxy.effectkeys import EffectKey, KeySource
-from idemproxy.errors import ProblemCode, RequestRefused
-from idemproxy.metrics import Children, DuplicateKind, Metrics
-from idemproxy.policies.model import EffectClass, Route
-from idemproxy.policies.secretpaths import shown_path
-from idemproxy.proxy.append import AppendGuard
-from idemproxy.proxy.attempts import Attempts
-from idemproxy.proxy.conflicts import idempotency_key_reused, tool_call_already_acted
-from idemproxy.proxy.forward import Exchange, UpstreamFailure
-from idemproxy.proxy.headers import (
-    ask_decodable_codings,
-    client_response_headers,
-    headers_to_store,
-    upstream_request_headers,
-)
-from idemproxy.proxy.lease import LeaseKept
-from idemproxy.proxy.native import NativeDedupe, Reconciled
-from idemproxy.proxy.outcome import Outcome, outcome_headers
-from idemproxy.proxy.paused import agent_paused
-from idemproxy.proxy.relay import Relayed, relay
-from idemproxy.proxy.upstreams import Target
-from idemproxy.proxy.verdicts import (
+from idemproxy.effects.append import AppendGuard
+from idemproxy.effects.attempts import Attempts
+from idemproxy.effects.conflicts import idempotency_key_reused, tool_call_already_acted
+from idemproxy.effects.lease import LeaseKept
+from idemproxy.effects.native import NativeDedupe, Reconciled
+from idemproxy.effects.outcome import Outcome, outcome_headers
+from idemproxy.effects.paused import agent_paused
+from idemproxy.effects.status import (
     classify_status,
     outcome_unknown,
     replay_response,
@@ -48,6 +35,19 @@ from idemproxy.proxy.verdicts import (
     store_not_replicated,
     store_unavailable,
 )
+from idemproxy.errors import ProblemCode, RequestRefused
+from idemproxy.metrics import Children, DuplicateKind, Metrics
+from idemproxy.policies.model import EffectClass, Route
+from idemproxy.policies.secretpaths import shown_path
+from idemproxy.proxy.forward import Exchange, UpstreamFailure
+from idemproxy.proxy.headers import (
+    ask_decodable_codings,
+    client_response_headers,
+    headers_to_store,
+    upstream_request_headers,
+)
+from idemproxy.proxy.relay import Relayed, relay
+from idemproxy.proxy.upstreams import Target
 from idemproxy.store.base import Store, StoreError
 from idemproxy.store.records import (
     ClaimRequest,
@@ -229,7 +229,7 @@ class EffectFlow:
     async def _append(
         self, ctx: EffectContext, fence: int, outcome: Outcome
     ) -> tuple[web.StreamResponse, Outcome | ProblemCode]:
-        """Send only what the value's end does not already hold (proxy/append.py)."""
+        """Send only what the value's end does not already hold (effects/append.py)."""
         try:
             checked = await self.appends.check(ctx)
         except RequestRefused as refusal:

@@ -18,10 +18,10 @@ from aiohttp import ClientResponse, ClientSession, web
 from multidict import CIMultiDict
 from yarl import URL
 
+from idemproxy.effects.outcome import Outcome, outcome_headers
 from idemproxy.policies.adapters.base import Answer, Attempt, Found, Outgoing, Settle, Verdict
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
 from idemproxy.proxy.headers import client_response_headers, own_read_headers
-from idemproxy.proxy.outcome import Outcome, outcome_headers
 from idemproxy.store.base import Store, StoreError
 from idemproxy.store.records import (
     EffectRecord,
@@ -32,7 +32,7 @@ from idemproxy.store.records import (
 )
 
 if TYPE_CHECKING:
-    from idemproxy.proxy.effects import EffectContext
+    from idemproxy.effects.flow import EffectContext
 
 log = logging.getLogger(__name__)
 

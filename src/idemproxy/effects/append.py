@@ -24,20 +24,20 @@ from aiohttp import ClientSession, web
 from multidict import CIMultiDict
 from yarl import URL
 
+from idemproxy.effects.native import Reconciled
+from idemproxy.effects.outcome import Outcome, outcome_headers
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.jsonpointer import replace_at, resolve
 from idemproxy.policies.append import AppendRule
 from idemproxy.policies.placeholders import MissingValue, Values, fill_text, path_params
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
 from idemproxy.proxy.headers import own_read_headers
-from idemproxy.proxy.native import Reconciled
-from idemproxy.proxy.outcome import Outcome, outcome_headers
 from idemproxy.proxy.problems import should_retry_headers
 from idemproxy.store.base import Store, StoreError
 from idemproxy.store.records import RecordKey, RecordState, Resolution, Settlement, StoredResponse
 
 if TYPE_CHECKING:
-    from idemproxy.proxy.effects import EffectContext
+    from idemproxy.effects.flow import EffectContext
 
 log = logging.getLogger(__name__)
 

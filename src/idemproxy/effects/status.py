@@ -12,14 +12,14 @@ import orjson
 from aiohttp import web
 from multidict import CIMultiDict
 
-from idemproxy.answers import readable_body
+from idemproxy.effects.outcome import Outcome, outcome_headers
 from idemproxy.encodings import UndecodableBody
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.jsonpointer import string_at
 from idemproxy.policies.model import EffectClass, Route
-from idemproxy.proxy.outcome import Outcome, outcome_headers
 from idemproxy.proxy.problems import should_retry_headers
 from idemproxy.proxy.relay import Relayed
+from idemproxy.recorded import readable_body
 from idemproxy.store.records import (
     EffectRecord,
     RecordState,

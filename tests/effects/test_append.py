@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from idemproxy.proxy.append import AppendCase, decide, tail_overlap
+from idemproxy.effects.append import AppendCase, decide, tail_overlap
 from tests.proxy.conftest import ProxyFactory
 from tests.support.fakes.memory import MEMORY, MemoryService, build_memory_app
 from tests.support.fakes.service import Fault, Planned

@@ -1,0 +1,1 @@
+"""The exactly-once feature: claim, forward once, settle, replay (see flow.py)."""
