@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 import aiohttp
 import orjson
@@ -24,6 +23,7 @@ from aiohttp import ClientSession, web
 from multidict import CIMultiDict
 from yarl import URL
 
+from idemproxy.effects.context import EffectContext
 from idemproxy.effects.native import Reconciled
 from idemproxy.effects.outcome import Outcome, outcome_headers
 from idemproxy.errors import ProblemCode, RequestRefused
@@ -35,9 +35,6 @@ from idemproxy.proxy.headers import own_read_headers
 from idemproxy.proxy.problems import should_retry_headers
 from idemproxy.store.base import Store, StoreError
 from idemproxy.store.records import RecordKey, RecordState, Resolution, Settlement, StoredResponse
-
-if TYPE_CHECKING:
-    from idemproxy.effects.flow import EffectContext
 
 log = logging.getLogger(__name__)
 

@@ -14,15 +14,15 @@ import asyncio
 import dataclasses
 import logging
 import time
-from dataclasses import dataclass
 from typing import NoReturn
 
 from aiohttp import ClientSession, web
 
-from idemproxy.effectkeys import EffectKey, KeySource
+from idemproxy.effectkeys import KeySource
 from idemproxy.effects.append import AppendGuard
 from idemproxy.effects.attempts import Attempts
 from idemproxy.effects.conflicts import idempotency_key_reused, tool_call_already_acted
+from idemproxy.effects.context import EffectContext
 from idemproxy.effects.lease import LeaseKept
 from idemproxy.effects.native import NativeDedupe, Reconciled
 from idemproxy.effects.outcome import Outcome, outcome_headers
@@ -37,7 +37,7 @@ from idemproxy.effects.status import (
 )
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.metrics import Children, DuplicateKind, Metrics
-from idemproxy.policies.model import EffectClass, Route
+from idemproxy.policies.model import EffectClass
 from idemproxy.policies.secretpaths import shown_path
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
 from idemproxy.proxy.headers import (
@@ -47,7 +47,6 @@ from idemproxy.proxy.headers import (
     upstream_request_headers,
 )
 from idemproxy.proxy.relay import Relayed, relay
-from idemproxy.proxy.upstreams import Target
 from idemproxy.store.base import Store, StoreError
 from idemproxy.store.records import (
     ClaimRequest,
@@ -61,24 +60,6 @@ from idemproxy.store.records import (
 log = logging.getLogger(__name__)
 
 _SETTLE_DELAYS_S = (0.05, 0.2, 0.5, 1.0)
-
-
-@dataclass(frozen=True, slots=True)
-class EffectContext:
-    """Everything the flow needs about one request, fixed before the claim."""
-
-    request: web.Request
-    target: Target
-    route: Route
-    key: EffectKey
-    body: bytes
-    fingerprint: str
-    answer_headers: tuple[tuple[str, str], ...] = ()  # added to the upstream's answer
-    # An operator's compensation: sent while the agent is paused, not counted toward a pause.
-    operator: bool = False
-    # Known once claimed: when the effect's first attempt was, by the store's clock. Native keys
-    # that carry a time (Bluesky record keys) are cut from it.
-    first_attempt_ms: int = 0
 
 
 class EffectFlow:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import ClientResponse, ClientSession, web
 from multidict import CIMultiDict
 from yarl import URL
 
+from idemproxy.effects.context import EffectContext
 from idemproxy.effects.outcome import Outcome, outcome_headers
 from idemproxy.policies.adapters.base import Answer, Attempt, Found, Outgoing, Settle, Verdict
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
@@ -30,9 +30,6 @@ from idemproxy.store.records import (
     Settlement,
     StoredResponse,
 )
-
-if TYPE_CHECKING:
-    from idemproxy.effects.flow import EffectContext
 
 log = logging.getLogger(__name__)
 

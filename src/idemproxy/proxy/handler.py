@@ -25,7 +25,8 @@ from idemproxy.effectkeys import (
     resolve_effect_key,
 )
 from idemproxy.effects.attempts import Attempts
-from idemproxy.effects.flow import EffectContext, EffectFlow
+from idemproxy.effects.context import EffectContext
+from idemproxy.effects.flow import EffectFlow
 from idemproxy.effects.outcome import Outcome, outcome_headers
 from idemproxy.effects.paused import COMPENSATES_HEADER, PauseGate
 from idemproxy.effects.seal import SEAL_HEADER, CompensationSeal, forged_compensation
