@@ -20,19 +20,18 @@ from enum import StrEnum
 import aiohttp
 import orjson
 from aiohttp import ClientSession, web
-from multidict import CIMultiDict
 from yarl import URL
 
+from idemproxy.effects.answers import done_answer
 from idemproxy.effects.context import EffectContext
 from idemproxy.effects.native import Reconciled
-from idemproxy.effects.outcome import Outcome, outcome_headers
+from idemproxy.effects.outcome import Outcome
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.jsonpointer import replace_at, resolve
 from idemproxy.policies.append import AppendRule
 from idemproxy.policies.placeholders import MissingValue, Values, fill_text, path_params
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
 from idemproxy.proxy.headers import own_read_headers
-from idemproxy.proxy.problems import should_retry_headers
 from idemproxy.store.base import Store, StoreError
 from idemproxy.store.records import RecordKey, RecordState, Resolution, Settlement, StoredResponse
 
@@ -119,7 +118,9 @@ class AppendGuard:
                 reason="append: the text was already at the end of the value; nothing sent",
                 ttl_s=ctx.route.ttl_s,
             )
-            return Checked(case, ctx, settlement, _present_response(stored, str(ctx.key)))
+            return Checked(
+                case, ctx, settlement, done_answer(stored, Outcome.RECONCILED, str(ctx.key))
+            )
         body = ctx.body if case is AppendCase.APPENDED else _with_text(rule, ctx.body, rest)
         return Checked(case, replace(ctx, body=body, answer_headers=headers))
 
@@ -200,10 +201,3 @@ def _current_value(rule: AppendRule, body: bytes) -> str:
     if value is None:
         raise _refused(f"the value read back has no text at {rule.value} (append.value)")
     return value
-
-
-def _present_response(stored: StoredResponse, effect_key: str) -> web.Response:
-    headers: CIMultiDict[str] = CIMultiDict(stored.headers)
-    headers.extend(outcome_headers(Outcome.RECONCILED, effect_key))
-    headers.extend(should_retry_headers(False))
-    return web.Response(status=stored.status, body=stored.body, headers=headers)

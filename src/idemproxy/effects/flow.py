@@ -19,6 +19,7 @@ from typing import NoReturn
 from aiohttp import ClientSession, web
 
 from idemproxy.effectkeys import KeySource
+from idemproxy.effects.answers import replay_response
 from idemproxy.effects.append import AppendGuard
 from idemproxy.effects.attempts import Attempts
 from idemproxy.effects.conflicts import idempotency_key_reused, tool_call_already_acted
@@ -27,14 +28,13 @@ from idemproxy.effects.lease import LeaseKept
 from idemproxy.effects.native import NativeDedupe, Reconciled
 from idemproxy.effects.outcome import Outcome, outcome_headers
 from idemproxy.effects.paused import agent_paused
-from idemproxy.effects.status import (
-    classify_status,
+from idemproxy.effects.refusals import (
     outcome_unknown,
-    replay_response,
-    settlement_for,
     store_not_replicated,
     store_unavailable,
+    upstream_failed,
 )
+from idemproxy.effects.status import classify_status, settlement_for
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.metrics import Children, DuplicateKind, Metrics
 from idemproxy.policies.model import EffectClass
@@ -251,11 +251,11 @@ class EffectFlow:
                     verified = await self.native.verify(ctx, sent, answer)
                     await self._settle(ctx, fence, verified.settlement)
                     return verified.response, verified.outcome
-                verdict = classify_status(answer.status, route)
+                state = classify_status(answer.status, route)
                 client_headers = client_response_headers(answer.headers)
                 client_headers.extend(outcome_headers(outcome, str(ctx.key)))
                 client_headers.extend(ctx.answer_headers)
-                capture = route.max_recorded_bytes if verdict is RecordState.COMPLETED else None
+                capture = route.max_recorded_bytes if state is RecordState.COMPLETED else None
                 stored_headers = headers_to_store(
                     answer.headers, allow_set_cookie=route.allow_set_cookie
                 )
@@ -263,7 +263,7 @@ class EffectFlow:
                 async def record(relayed: Relayed) -> None:
                     nonlocal recorded
                     recorded = True  # before the write: a cancelled settle still lands (shield)
-                    settled = settlement_for(verdict, answer.status, stored_headers, relayed, route)
+                    settled = settlement_for(state, answer.status, stored_headers, relayed, route)
                     await self._settle(ctx, fence, settled)
 
                 response, _ = await relay(
@@ -291,13 +291,7 @@ class EffectFlow:
         settlement = Settlement(state, reason=failure.reason, ttl_s=ctx.route.ttl_s)
         await self._settle(ctx, fence, settlement)
         if not failure.sent:
-            raise RequestRefused(
-                ProblemCode.UPSTREAM_UNREACHABLE,
-                f"nothing was sent ({failure.reason}); retrying is safe",
-            )
-        code = (
-            ProblemCode.UPSTREAM_TIMEOUT if failure.timed_out else ProblemCode.UPSTREAM_DISCONNECTED
-        )
+            raise upstream_failed(failure)
         # An append is settled by its read-back, as a native key is by the upstream.
         settles = not retryable and (ctx.route.append is not None or await self.native.settles(ctx))
         if retryable:
@@ -313,7 +307,7 @@ class EffectFlow:
                 " so the key is held for review and will not be re-sent"
             )
         # Retry-After also tells SDK retry loops to go on: a generation may simply run again.
-        raise RequestRefused(code, detail, retry_after_s=1 if settles or retryable else None)
+        raise upstream_failed(failure, detail, retry_after_s=1 if settles or retryable else None)
 
     async def _settle(
         self, ctx: EffectContext, fence: int, settlement: Settlement, *, counted: bool = True

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 
 import aiohttp
 from aiohttp import ClientResponse, ClientSession, web
-from multidict import CIMultiDict
 from yarl import URL
 
+from idemproxy.effects.answers import JSON_HEADERS, done_answer, read_answer
 from idemproxy.effects.context import EffectContext
-from idemproxy.effects.outcome import Outcome, outcome_headers
+from idemproxy.effects.outcome import Outcome
 from idemproxy.policies.adapters.base import Answer, Attempt, Found, Outgoing, Settle, Verdict
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
-from idemproxy.proxy.headers import client_response_headers, own_read_headers
+from idemproxy.proxy.headers import own_read_headers
 from idemproxy.store.base import Store, StoreError
 from idemproxy.store.records import (
     EffectRecord,
@@ -34,7 +34,6 @@ from idemproxy.store.records import (
 log = logging.getLogger(__name__)
 
 READ_BACK_MAX_BYTES = 1 << 20
-_JSON_HEADERS = (("Content-Type", "application/json"),)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +83,7 @@ class NativeDedupe:
         if plan is Settle.READ_BACK:
             verdict = await self._read_back(ctx, sent)
             if verdict.found is Found.PRESENT:
-                response = StoredResponse(200, _JSON_HEADERS, verdict.body)
+                response = StoredResponse(200, JSON_HEADERS, verdict.body)
                 resolution = Resolution(
                     RecordState.COMPLETED,
                     response=response,
@@ -132,7 +131,7 @@ class NativeDedupe:
         name = ctx.target.upstream.adapter.name
         if verdict.found is Found.PRESENT:
             reason = f"{name}: upstream answered {answer.status}; read back, the effect exists"
-            stored = StoredResponse(200, _JSON_HEADERS, verdict.body)
+            stored = StoredResponse(200, JSON_HEADERS, verdict.body)
             settlement = Settlement(
                 RecordState.COMPLETED,
                 response=stored,
@@ -140,19 +139,13 @@ class NativeDedupe:
                 reason=reason,
                 ttl_s=ctx.route.ttl_s,
             )
-            headers: CIMultiDict[str] = CIMultiDict(_JSON_HEADERS)
-            headers["Idempotent-Replayed"] = "true"
-            headers.extend(outcome_headers(Outcome.RECONCILED, str(ctx.key)))
-            response = web.Response(status=200, body=verdict.body, headers=headers)
+            response = done_answer(stored, Outcome.RECONCILED, str(ctx.key))
             return Verified(response, Outcome.RECONCILED, settlement)
         state = RecordState.NOT_APPLIED if verdict.found is Found.ABSENT else RecordState.UNKNOWN
         reason = _with_detail(
             f"{name}: upstream answered {answer.status}; read back: {verdict.found}", verdict
         )
-        headers = client_response_headers(answer.headers)
-        headers.popall("Content-Length", None)
-        headers.extend(outcome_headers(Outcome.FORWARDED, str(ctx.key)))
-        response = web.Response(status=answer.status, body=body, headers=headers)
+        response = read_answer(answer, body, str(ctx.key))
         settlement = Settlement(state, reason=reason, ttl_s=ctx.route.ttl_s)
         return Verified(response, Outcome.FORWARDED, settlement)
 

@@ -29,8 +29,8 @@ from idemproxy.effects.context import EffectContext
 from idemproxy.effects.flow import EffectFlow
 from idemproxy.effects.outcome import Outcome, outcome_headers
 from idemproxy.effects.paused import COMPENSATES_HEADER, PauseGate
+from idemproxy.effects.refusals import store_unavailable, upstream_failed
 from idemproxy.effects.seal import SEAL_HEADER, CompensationSeal, forged_compensation
-from idemproxy.effects.status import store_unavailable
 from idemproxy.encodings import UndecodableBody, decoded
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.fingerprint import fingerprint
@@ -331,13 +331,4 @@ class ProxyHandler:
                 )
                 return response
         except UpstreamFailure as failure:
-            if failure.sent:
-                code = ProblemCode.UPSTREAM_DISCONNECTED
-                if failure.timed_out:
-                    code = ProblemCode.UPSTREAM_TIMEOUT
-                detail = f"the upstream did not answer: {failure.reason}"
-                raise RequestRefused(code, detail) from failure
-            raise RequestRefused(
-                ProblemCode.UPSTREAM_UNREACHABLE,
-                f"nothing was sent ({failure.reason}); retrying is safe",
-            ) from failure
+            raise upstream_failed(failure) from failure
