@@ -24,8 +24,8 @@ from yarl import URL
 
 from idemproxy.effects.answers import done_answer
 from idemproxy.effects.context import EffectContext
-from idemproxy.effects.native import Reconciled
 from idemproxy.effects.outcome import Outcome
+from idemproxy.effects.reconciled import ClaimAgain
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.jsonpointer import replace_at, resolve
 from idemproxy.policies.append import AppendRule
@@ -48,14 +48,22 @@ class AppendCase(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Checked:
-    """What the read-back decided: the context to send (``context``), or an answer and the
-    settlement that records it when nothing is to be sent."""
+class Send:
+    """Send this request: the agent's, with only what the value's end lacks."""
 
-    case: AppendCase
     context: EffectContext
-    settlement: Settlement | None = None
-    response: web.Response | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Present:
+    """The whole text is already there: answer ``response``, recorded by ``settlement``, and
+    send nothing."""
+
+    response: web.Response
+    settlement: Settlement
+
+
+Checked = Send | Present
 
 
 def tail_overlap(value: str, text: str) -> int:
@@ -99,10 +107,8 @@ class AppendGuard:
         self.store = store
         self.session = session
 
-    async def check(self, ctx: EffectContext) -> Checked:
+    async def check(self, ctx: EffectContext, rule: AppendRule) -> Checked:
         """Read the value back and decide; ``RequestRefused`` when that cannot be done."""
-        rule = ctx.route.append
-        assert rule is not None
         text = _appended_text(rule, ctx.body)
         current = await self._read(ctx, rule)
         case, rest = decide(current.value, text, rule.min_overlap_chars)
@@ -118,21 +124,20 @@ class AppendGuard:
                 reason="append: the text was already at the end of the value; nothing sent",
                 ttl_s=ctx.route.ttl_s,
             )
-            return Checked(
-                case, ctx, settlement, done_answer(stored, Outcome.RECONCILED, str(ctx.key))
-            )
+            return Present(done_answer(stored, Outcome.RECONCILED, str(ctx.key)), settlement)
         body = ctx.body if case is AppendCase.APPENDED else _with_text(rule, ctx.body, rest)
-        return Checked(case, replace(ctx, body=body, answer_headers=headers))
+        return Send(replace(ctx, body=body, answer_headers=headers))
 
-    async def reopen(self, key: RecordKey) -> Reconciled:
-        """Free an append whose outcome is unknown: the next attempt's read-back settles it."""
+    async def reconcile(self, key: RecordKey) -> ClaimAgain:
+        """Let an append whose outcome is unknown be claimed again: that attempt's read-back,
+        before it sends anything, tells what the value holds."""
         reason = "append: outcome settled by reading the value back before sending again"
         resolution = Resolution(RecordState.NOT_APPLIED, reason=reason)
         try:
             await self.store.resolve(key, RecordState.UNKNOWN, resolution)
         except StoreError:
-            log.warning("could not reopen an unknown append", extra={"effect_key": str(key)})
-        return Reconciled()
+            log.warning("could not reconcile an unknown append", extra={"effect_key": str(key)})
+        return ClaimAgain()
 
     async def _read(self, ctx: EffectContext, rule: AppendRule) -> ReadBack:
         upstream = ctx.target.upstream

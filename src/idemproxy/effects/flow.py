@@ -20,14 +20,15 @@ from aiohttp import ClientSession, web
 
 from idemproxy.effectkeys import KeySource
 from idemproxy.effects.answers import replay_response
-from idemproxy.effects.append import AppendGuard
+from idemproxy.effects.append import AppendGuard, Present, Send
 from idemproxy.effects.attempts import Attempts
 from idemproxy.effects.conflicts import idempotency_key_reused, tool_call_already_acted
 from idemproxy.effects.context import EffectContext
 from idemproxy.effects.lease import LeaseKept
-from idemproxy.effects.native import NativeDedupe, Reconciled
+from idemproxy.effects.native import NativeDedupe
 from idemproxy.effects.outcome import Outcome, outcome_headers
 from idemproxy.effects.paused import agent_paused
+from idemproxy.effects.reconciled import ClaimAgain, Completed, Reconciliation, Review
 from idemproxy.effects.refusals import (
     outcome_unknown,
     store_not_replicated,
@@ -37,6 +38,7 @@ from idemproxy.effects.refusals import (
 from idemproxy.effects.status import classify_status, settlement_for
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.metrics import Children, DuplicateKind, Metrics
+from idemproxy.policies.append import AppendRule
 from idemproxy.policies.model import EffectClass
 from idemproxy.policies.secretpaths import shown_path
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
@@ -83,7 +85,7 @@ class EffectFlow:
         self.native = NativeDedupe(store, session)
         self.appends = AppendGuard(store, session)
 
-    async def handle(self, ctx: EffectContext) -> tuple[web.StreamResponse, Outcome | ProblemCode]:
+    async def handle(self, ctx: EffectContext) -> tuple[web.StreamResponse, Outcome]:
         meta = EffectMeta(
             batch=ctx.key.batch,
             tool_call=ctx.key.tool_call,
@@ -128,12 +130,13 @@ class EffectFlow:
                 return replay_response(record, outcome), outcome
             if record.state is RecordState.UNKNOWN:
                 # A reconcile re-sends this request, which is not the one in doubt.
-                settled = await self._reconcile(ctx, record, tried=reconciled or other_request)
-                if settled.record is not None:
-                    outcome = Outcome.RECONCILED
-                    return replay_response(settled.record, outcome), outcome
-                reconciled = True
-                continue
+                match await self._reconcile(ctx, record, tried=reconciled or other_request):
+                    case Completed(record=completed):
+                        outcome = Outcome.RECONCILED
+                        return replay_response(completed, outcome), outcome
+                    case ClaimAgain():
+                        reconciled = True
+                        continue
             if waited:
                 self._blocked(ctx, DuplicateKind.IN_PROGRESS)
                 raise RequestRefused(
@@ -173,21 +176,26 @@ class EffectFlow:
             self._blocked(ctx, DuplicateKind.ALREADY_ACTED)
             raise tool_call_already_acted(record)
 
-    async def _reconcile(self, ctx: EffectContext, record: EffectRecord, tried: bool) -> Reconciled:
-        """Settle an unknown outcome through the upstream adapter, or refuse it for review.
+    async def _reconcile(
+        self, ctx: EffectContext, record: EffectRecord, tried: bool
+    ) -> Completed | ClaimAgain:
+        """Reconcile an unknown outcome through the upstream adapter, or refuse it for review.
 
         At most once per request: a re-send that ends unknown again waits for review.
         """
+        reconciliation: Reconciliation
         if tried:
-            settled = None
+            reconciliation = Review()
         elif ctx.route.append is not None:
-            settled = await self.appends.reopen(record.key)
+            reconciliation = await self.appends.reconcile(record.key)
         else:
-            settled = await self.native.reconcile(ctx, record)
-        if settled is None:
-            self._blocked(ctx, DuplicateKind.UNKNOWN)
-            raise outcome_unknown(record)
-        return settled
+            reconciliation = await self.native.reconcile(ctx, record)
+        match reconciliation:
+            case Review():
+                self._blocked(ctx, DuplicateKind.UNKNOWN)
+                raise outcome_unknown(record)
+            case Completed() | ClaimAgain():
+                return reconciliation
 
     def _blocked(self, ctx: EffectContext, kind: DuplicateKind) -> None:
         upstream, route, agent = ctx.target.upstream.name, ctx.route.name, ctx.key.record_key.agent
@@ -196,38 +204,39 @@ class EffectFlow:
 
     async def _attempt(
         self, ctx: EffectContext, fence: int, outcome: Outcome
-    ) -> tuple[web.StreamResponse, Outcome | ProblemCode]:
+    ) -> tuple[web.StreamResponse, Outcome]:
         key = ctx.key.record_key
         self.attempts.begin(key, fence)
         try:
             with LeaseKept(self.store, key, fence, ctx.route.lease_ms):
                 if ctx.route.append is not None:
-                    return await self._append(ctx, fence, outcome)
+                    return await self._append(ctx, ctx.route.append, fence, outcome)
                 return await self._forward(ctx, fence, outcome)
         finally:
             self.attempts.end(key)
 
     async def _append(
-        self, ctx: EffectContext, fence: int, outcome: Outcome
-    ) -> tuple[web.StreamResponse, Outcome | ProblemCode]:
+        self, ctx: EffectContext, rule: AppendRule, fence: int, outcome: Outcome
+    ) -> tuple[web.StreamResponse, Outcome]:
         """Send only what the value's end does not already hold (effects/append.py)."""
         try:
-            checked = await self.appends.check(ctx)
+            checked = await self.appends.check(ctx, rule)
         except RequestRefused as refusal:
             settlement = Settlement(
                 RecordState.NOT_APPLIED, reason=refusal.detail, ttl_s=ctx.route.ttl_s
             )
             await self._settle(ctx, fence, settlement)
             raise
-        if checked.settlement is None:
-            return await self._forward(checked.context, fence, outcome)
-        assert checked.response is not None
-        await self._settle(ctx, fence, checked.settlement)
-        return checked.response, Outcome.RECONCILED
+        match checked:
+            case Send(context=context):
+                return await self._forward(context, fence, outcome)
+            case Present(response=response, settlement=settlement):
+                await self._settle(ctx, fence, settlement)
+                return response, Outcome.RECONCILED
 
     async def _forward(
         self, ctx: EffectContext, fence: int, outcome: Outcome
-    ) -> tuple[web.StreamResponse, Outcome | ProblemCode]:
+    ) -> tuple[web.StreamResponse, Outcome]:
         route, upstream = ctx.route, ctx.target.upstream
         headers = upstream_request_headers(ctx.request.headers, keep_length=False)
         headers.popall("Content-Encoding", None)  # the body was decoded on arrival
@@ -270,7 +279,7 @@ class EffectFlow:
                     ctx.request, answer, client_headers, capture, record, self.agent_write_timeout_s
                 )
         except UpstreamFailure as failure:
-            return await self._failed(ctx, fence, failure)
+            await self._failed(ctx, fence, failure)
         except asyncio.CancelledError:
             if not recorded:
                 # Shutdown or a dropped handler while the upstream may hold the request.
@@ -283,9 +292,7 @@ class EffectFlow:
             raise
         return response, outcome
 
-    async def _failed(
-        self, ctx: EffectContext, fence: int, failure: UpstreamFailure
-    ) -> tuple[web.StreamResponse, Outcome | ProblemCode]:
+    async def _failed(self, ctx: EffectContext, fence: int, failure: UpstreamFailure) -> NoReturn:
         retryable = not failure.sent or ctx.route.effect is EffectClass.GENERATION
         state = RecordState.NOT_APPLIED if retryable else RecordState.UNKNOWN
         settlement = Settlement(state, reason=failure.reason, ttl_s=ctx.route.ttl_s)

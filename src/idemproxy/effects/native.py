@@ -19,6 +19,7 @@ from yarl import URL
 from idemproxy.effects.answers import JSON_HEADERS, done_answer, read_answer
 from idemproxy.effects.context import EffectContext
 from idemproxy.effects.outcome import Outcome
+from idemproxy.effects.reconciled import ClaimAgain, Completed, Reconciliation, Review
 from idemproxy.policies.adapters.base import Answer, Attempt, Found, Outgoing, Settle, Verdict
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
 from idemproxy.proxy.headers import own_read_headers
@@ -34,14 +35,6 @@ from idemproxy.store.records import (
 log = logging.getLogger(__name__)
 
 READ_BACK_MAX_BYTES = 1 << 20
-
-
-@dataclass(frozen=True, slots=True)
-class Reconciled:
-    """An unknown outcome an adapter settled. ``record`` is the completed effect to replay;
-    None means the key is free (or someone else settled it first): claim again."""
-
-    record: EffectRecord | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,18 +57,18 @@ class NativeDedupe:
             return Outgoing(ctx.body)
         return ctx.target.upstream.adapter.outgoing(_attempt(ctx))
 
-    async def reconcile(self, ctx: EffectContext, record: EffectRecord) -> Reconciled | None:
-        """Settle an unknown outcome where the adapter can prove it safe; None: review."""
+    async def reconcile(self, ctx: EffectContext, record: EffectRecord) -> Reconciliation:
+        """Resolve an unknown outcome where the adapter can prove it, or leave it for review."""
         adapter = ctx.target.upstream.adapter
         # What the attempt in doubt sent: its native key was cut from the record's first attempt.
         ctx = dataclasses.replace(ctx, first_attempt_ms=record.created_ms)
         sent = self.outgoing(ctx)
         if not sent.native:
-            return None
+            return Review()
         try:
             age_ms = await self.age_ms(record)
         except StoreError:
-            return None  # the store is down: the claim after this one will say so
+            return Review()  # the store is down: the claim after this one will say so
         plan = adapter.settle(ctx.target.path, age_ms)
         if plan is Settle.RESEND:
             reason = f"{adapter.name}: the native key is inside its dedupe window; re-sent under it"
@@ -96,7 +89,7 @@ class NativeDedupe:
                 absent = f"{adapter.name}: read back, the effect does not exist"
                 reason = _with_detail(absent, verdict)
                 return await self._resolve(ctx, Resolution(RecordState.NOT_APPLIED, reason=reason))
-        return None
+        return Review()
 
     async def settles(self, ctx: EffectContext) -> bool:
         """True when an unknown outcome of this request could be settled by a retry now."""
@@ -149,21 +142,22 @@ class NativeDedupe:
         settlement = Settlement(state, reason=reason, ttl_s=ctx.route.ttl_s)
         return Verified(response, Outcome.FORWARDED, settlement)
 
-    async def _resolve(self, ctx: EffectContext, resolution: Resolution) -> Reconciled:
+    async def _resolve(self, ctx: EffectContext, resolution: Resolution) -> Completed | ClaimAgain:
         key = ctx.key.record_key
         try:
             result = await self.store.resolve(key, RecordState.UNKNOWN, resolution)
         except StoreError:
             log.warning("could not record a reconciliation", extra={"effect_key": str(key)})
-            return Reconciled()
+            return ClaimAgain()
         if not result.resolved or result.record is None:
-            return Reconciled()  # another repeat settled it first; its result stands
+            return ClaimAgain()  # another repeat resolved it first; its result stands
         log.info(
             "unknown outcome reconciled",
             extra={"effect_key": str(key), "state": str(resolution.state)},
         )
-        completed = result.record.state is RecordState.COMPLETED
-        return Reconciled(result.record if completed else None)
+        if result.record.state is RecordState.COMPLETED:
+            return Completed(result.record)
+        return ClaimAgain()
 
     async def _read_back(self, ctx: EffectContext, sent: Outgoing) -> Verdict:
         adapter = ctx.target.upstream.adapter

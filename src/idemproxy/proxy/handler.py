@@ -174,6 +174,7 @@ class ProxyHandler:
         self.state.handlers.add(task)
         upstream_name = route_name = "-"
         effect_key: str | None = None
+        outcome: Outcome | ProblemCode
         try:
             target = resolve_target(request.raw_path, self.state.upstreams)
             upstream_name = target.upstream.name
@@ -212,7 +213,7 @@ class ProxyHandler:
 
     async def _dispatch(
         self, request: web.Request, target: Target, route: Route
-    ) -> tuple[web.StreamResponse, Outcome | ProblemCode, str | None]:
+    ) -> tuple[web.StreamResponse, Outcome, str | None]:
         state = self.state
         if route.effect is EffectClass.SAFE:
             response = await self._forward_unrecorded(request, target, route, streamed=True)
