@@ -21,7 +21,7 @@ from idemproxy.instrumented import InstrumentedStore
 from idemproxy.metrics import Metrics, StoreScope
 from idemproxy.policies.base_url import misplaced_base_urls
 from idemproxy.proxy.app import build_proxy_app
-from idemproxy.proxy.handler import ProxyState
+from idemproxy.proxy.state import ProxyState
 from idemproxy.proxy.upstreams import Upstream
 from idemproxy.store.base import Store, StoreError
 from idemproxy.store.factory import open_store, relative_path_note, store_location

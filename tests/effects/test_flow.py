@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from idemproxy.proxy.handler import ProxyState
+from idemproxy.proxy.state import ProxyState
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.records import (
     ClaimRequest,

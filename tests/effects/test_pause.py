@@ -10,7 +10,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from idemproxy.effects.seal import SEAL_HEADER
-from idemproxy.proxy.handler import ProxyState
+from idemproxy.proxy.state import ProxyState
 from idemproxy.store.control import Pause, PauseOrigin
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.memory import MemoryStore
