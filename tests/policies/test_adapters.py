@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from idemproxy.fingerprint import fingerprint
 from idemproxy.policies.adapters import adapter_for
-from idemproxy.policies.adapters.base import Attempt, Settle
+from idemproxy.policies.adapters.base import Attempt, Plan
 from idemproxy.policies.adapters.discord import DiscordAdapter, discord_nonce
 from idemproxy.policies.adapters.stripe import StripeAdapter, stripe_key
 from idemproxy.policies.loader import load_policy
@@ -70,14 +70,14 @@ def test_how_each_adapter_settles_an_unknown_outcome() -> None:
     stripe = adapter_for(load_policy("stripe"))
     discord = adapter_for(load_policy("discord"))
     bluesky = adapter_for(load_policy("bluesky"))
-    assert stripe.settle("/v1/charges", hour_ms) is Settle.RESEND
-    assert stripe.settle("/v1/charges", 23 * hour_ms + 1) is Settle.REVIEW
-    assert discord.settle("/v10/channels/1/messages", 119_000) is Settle.RESEND
-    assert discord.settle("/v10/channels/1/messages", 120_000) is Settle.REVIEW
+    assert stripe.plan("/v1/charges", hour_ms) is Plan.RESEND
+    assert stripe.plan("/v1/charges", 23 * hour_ms + 1) is Plan.REVIEW
+    assert discord.plan("/v10/channels/1/messages", 119_000) is Plan.RESEND
+    assert discord.plan("/v10/channels/1/messages", 120_000) is Plan.REVIEW
     create = "/xrpc/com.atproto.repo.createRecord"
-    assert bluesky.settle(create, 100 * hour_ms) is Settle.READ_BACK
-    assert bluesky.settle("/xrpc/com.atproto.repo.uploadBlob", 100 * hour_ms) is Settle.RESEND
-    assert adapter_for(load_policy("slack")).settle("/api/chat.postMessage", 0) is Settle.REVIEW
+    assert bluesky.plan(create, 100 * hour_ms) is Plan.READ_BACK
+    assert bluesky.plan("/xrpc/com.atproto.repo.uploadBlob", 100 * hour_ms) is Plan.RESEND
+    assert adapter_for(load_policy("slack")).plan("/api/chat.postMessage", 0) is Plan.REVIEW
 
 
 DISCORD_CREATE = RouteMatcher(load_policy("discord")).match("POST", "/v10/channels/1/messages")

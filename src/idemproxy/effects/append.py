@@ -8,7 +8,7 @@ its end compared with the text the request adds:
 - none of it: the request is sent as it came
 
 The answer's ``Idem-Append`` header says which (``present``, ``remainder``, ``appended``). An
-append whose outcome is unknown needs no review: the next attempt's read-back settles it.
+append whose outcome is unknown needs no review: the next attempt's read-back reconciles it.
 """
 
 from __future__ import annotations

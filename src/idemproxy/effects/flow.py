@@ -256,10 +256,10 @@ class EffectFlow:
             ) as answer:
                 # Timed as a read is (proxy/handler.py): until the answer's head is in.
                 self._upstream_durations(upstream.name).observe(time.perf_counter() - started)
-                if self.native.verifies(ctx, sent, answer.status):
-                    verified = await self.native.verify(ctx, sent, answer)
-                    await self._settle(ctx, fence, verified.settlement)
-                    return verified.response, verified.outcome
+                if self.native.reconciles_answer(ctx, sent, answer.status):
+                    reconciled = await self.native.reconcile_answer(ctx, sent, answer)
+                    await self._settle(ctx, fence, reconciled.settlement)
+                    return reconciled.response, reconciled.outcome
                 state = classify_status(answer.status, route)
                 client_headers = client_response_headers(answer.headers)
                 client_headers.extend(outcome_headers(outcome, str(ctx.key)))
@@ -299,11 +299,13 @@ class EffectFlow:
         await self._settle(ctx, fence, settlement)
         if not failure.sent:
             raise upstream_failed(failure)
-        # An append is settled by its read-back, as a native key is by the upstream.
-        settles = not retryable and (ctx.route.append is not None or await self.native.settles(ctx))
+        # An append is reconciled by its read-back, as a native key is by the upstream.
+        reconciles = not retryable and (
+            ctx.route.append is not None or await self.native.reconciles_on_retry(ctx)
+        )
         if retryable:
             detail = f"{failure.reason}; this generation may be retried with the same key"
-        elif settles:
+        elif reconciles:
             detail = (
                 f"the request was sent but {failure.reason}; it carried the upstream's own dedupe"
                 " key, so a retry with the same key settles the outcome without acting twice"
@@ -314,7 +316,7 @@ class EffectFlow:
                 " so the key is held for review and will not be re-sent"
             )
         # Retry-After also tells SDK retry loops to go on: a generation may simply run again.
-        raise upstream_failed(failure, detail, retry_after_s=1 if settles or retryable else None)
+        raise upstream_failed(failure, detail, retry_after_s=1 if reconciles or retryable else None)
 
     async def _settle(
         self, ctx: EffectContext, fence: int, settlement: Settlement, *, counted: bool = True

@@ -1,8 +1,8 @@
-"""Run what an upstream adapter decides: native keys on the way out, settling unknown outcomes.
+"""Run what an upstream adapter decides: native keys on the way out, reconciling unknown outcomes.
 
 The adapter (``policies/adapters``) says what to send and how an unknown outcome may be proven;
-this module does the sending and writes the verdict with the store's compare-and-set
-``resolve``, so of two repeats settling the same key only one wins, and the other finds the
+this module does the sending and writes the finding with the store's compare-and-set
+``resolve``, so of two repeats reconciling the same key only one wins, and the other finds the
 result of the winner when it claims again.
 """
 
@@ -20,7 +20,7 @@ from idemproxy.effects.answers import JSON_HEADERS, done_answer, read_answer
 from idemproxy.effects.context import EffectContext
 from idemproxy.effects.outcome import Outcome
 from idemproxy.effects.reconciled import ClaimAgain, Completed, Reconciliation, Review
-from idemproxy.policies.adapters.base import Answer, Attempt, Found, Outgoing, Settle, Verdict
+from idemproxy.policies.adapters.base import Answer, Attempt, Finding, Found, Outgoing, Plan
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
 from idemproxy.proxy.headers import own_read_headers
 from idemproxy.store.base import Store, StoreError
@@ -38,7 +38,7 @@ READ_BACK_MAX_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
-class Verified:
+class ReconciledAnswer:
     """The answer to a native-key request whose upstream status called for a read-back."""
 
     response: web.Response
@@ -69,30 +69,30 @@ class NativeDedupe:
             age_ms = await self.age_ms(record)
         except StoreError:
             return Review()  # the store is down: the claim after this one will say so
-        plan = adapter.settle(ctx.target.path, age_ms)
-        if plan is Settle.RESEND:
+        plan = adapter.plan(ctx.target.path, age_ms)
+        if plan is Plan.RESEND:
             reason = f"{adapter.name}: the native key is inside its dedupe window; re-sent under it"
             return await self._resolve(ctx, Resolution(RecordState.NOT_APPLIED, reason=reason))
-        if plan is Settle.READ_BACK:
-            verdict = await self._read_back(ctx, sent)
-            if verdict.found is Found.PRESENT:
-                response = StoredResponse(200, JSON_HEADERS, verdict.body)
+        if plan is Plan.READ_BACK:
+            finding = await self._read_back(ctx, sent)
+            if finding.found is Found.PRESENT:
+                response = StoredResponse(200, JSON_HEADERS, finding.body)
                 resolution = Resolution(
                     RecordState.COMPLETED,
                     response=response,
-                    external_id=verdict.external_id,
+                    external_id=finding.external_id,
                     reason=f"{adapter.name}: read back, the effect exists",
                     ttl_s=ctx.route.ttl_s,
                 )
                 return await self._resolve(ctx, resolution)
-            if verdict.found is Found.ABSENT:
+            if finding.found is Found.ABSENT:
                 absent = f"{adapter.name}: read back, the effect does not exist"
-                reason = _with_detail(absent, verdict)
+                reason = _with_detail(absent, finding)
                 return await self._resolve(ctx, Resolution(RecordState.NOT_APPLIED, reason=reason))
         return Review()
 
-    async def settles(self, ctx: EffectContext) -> bool:
-        """True when an unknown outcome of this request could be settled by a retry now."""
+    async def reconciles_on_retry(self, ctx: EffectContext) -> bool:
+        """True when an unknown outcome of this request could be reconciled by a retry now."""
         if not self.outgoing(ctx).native:
             return False
         try:
@@ -102,7 +102,7 @@ class NativeDedupe:
             age_ms = await self.age_ms(record)
         except StoreError:
             return False
-        return ctx.target.upstream.adapter.settle(ctx.target.path, age_ms) is not Settle.REVIEW
+        return ctx.target.upstream.adapter.plan(ctx.target.path, age_ms) is not Plan.REVIEW
 
     async def age_ms(self, record: EffectRecord) -> int:
         """How long ago the record's first attempt was claimed, when its native key was first
@@ -110,37 +110,41 @@ class NativeDedupe:
         host's clock may differ from Redis's by more than a dedupe window is long."""
         return await self.store.now_ms() - record.created_ms
 
-    def verifies(self, ctx: EffectContext, sent: Outgoing, status: int) -> bool:
+    def reconciles_answer(self, ctx: EffectContext, sent: Outgoing, status: int) -> bool:
         """True when this answer to a native-key request must be checked by a read-back."""
-        return sent.native and ctx.target.upstream.adapter.verifies(ctx.target.path, status)
+        return sent.native and ctx.target.upstream.adapter.reconciles_answer(
+            ctx.target.path, status
+        )
 
-    async def verify(self, ctx: EffectContext, sent: Outgoing, answer: ClientResponse) -> Verified:
+    async def reconcile_answer(
+        self, ctx: EffectContext, sent: Outgoing, answer: ClientResponse
+    ) -> ReconciledAnswer:
         """Read the effect back after an ambiguous answer, and say what the agent gets."""
         try:
             body = await answer.read()
         except (aiohttp.ClientError, TimeoutError):
             body = b""
-        verdict = await self._read_back(ctx, sent)
+        finding = await self._read_back(ctx, sent)
         name = ctx.target.upstream.adapter.name
-        if verdict.found is Found.PRESENT:
+        if finding.found is Found.PRESENT:
             reason = f"{name}: upstream answered {answer.status}; read back, the effect exists"
-            stored = StoredResponse(200, JSON_HEADERS, verdict.body)
+            stored = StoredResponse(200, JSON_HEADERS, finding.body)
             settlement = Settlement(
                 RecordState.COMPLETED,
                 response=stored,
-                external_id=verdict.external_id,
+                external_id=finding.external_id,
                 reason=reason,
                 ttl_s=ctx.route.ttl_s,
             )
             response = done_answer(stored, Outcome.RECONCILED, str(ctx.key))
-            return Verified(response, Outcome.RECONCILED, settlement)
-        state = RecordState.NOT_APPLIED if verdict.found is Found.ABSENT else RecordState.UNKNOWN
+            return ReconciledAnswer(response, Outcome.RECONCILED, settlement)
+        state = RecordState.NOT_APPLIED if finding.found is Found.ABSENT else RecordState.UNKNOWN
         reason = _with_detail(
-            f"{name}: upstream answered {answer.status}; read back: {verdict.found}", verdict
+            f"{name}: upstream answered {answer.status}; read back: {finding.found}", finding
         )
         response = read_answer(answer, body, str(ctx.key))
         settlement = Settlement(state, reason=reason, ttl_s=ctx.route.ttl_s)
-        return Verified(response, Outcome.FORWARDED, settlement)
+        return ReconciledAnswer(response, Outcome.FORWARDED, settlement)
 
     async def _resolve(self, ctx: EffectContext, resolution: Resolution) -> Completed | ClaimAgain:
         key = ctx.key.record_key
@@ -159,12 +163,12 @@ class NativeDedupe:
             return Completed(result.record)
         return ClaimAgain()
 
-    async def _read_back(self, ctx: EffectContext, sent: Outgoing) -> Verdict:
+    async def _read_back(self, ctx: EffectContext, sent: Outgoing) -> Finding:
         adapter = ctx.target.upstream.adapter
         attempt = _attempt(ctx)
         reads = adapter.read_back(attempt, sent)
         if not reads:
-            return Verdict(Found.UNSURE)
+            return Finding(Found.UNSURE)
         upstream = ctx.target.upstream
         headers = own_read_headers(ctx.request.headers)
         answers = []
@@ -177,8 +181,8 @@ class NativeDedupe:
                     answers.append(Answer(answer.status, body))
             except (UpstreamFailure, aiohttp.ClientError, TimeoutError) as exc:
                 log.warning("read-back failed: %s", exc, extra={"effect_key": str(ctx.key)})
-                return Verdict(Found.UNSURE)
-        return adapter.verdict(attempt, sent, answers)
+                return Finding(Found.UNSURE)
+        return adapter.finding(attempt, sent, answers)
 
 
 def _attempt(ctx: EffectContext) -> Attempt:
@@ -192,5 +196,5 @@ def _attempt(ctx: EffectContext) -> Attempt:
     )
 
 
-def _with_detail(reason: str, verdict: Verdict) -> str:
-    return f"{reason} ({verdict.detail})" if verdict.detail else reason
+def _with_detail(reason: str, finding: Finding) -> str:
+    return f"{reason} ({finding.detail})" if finding.detail else reason

@@ -1,4 +1,4 @@
-"""The status rules: what an upstream's answer says about the effect, and how it settles.
+"""The status rules: what an upstream's answer says about the effect, and how that settles it.
 
 Pure functions of the effect flow; the answers and refusals it makes are in answers.py and
 refusals.py.
