@@ -94,7 +94,7 @@ def decide(value: str, text: str, min_overlap_chars: int) -> tuple[AppendCase, s
 
 
 @dataclass(frozen=True, slots=True)
-class ReadBack:
+class CurrentValue:
     """The value as the upstream showed it: its text, and the answer it came in."""
 
     value: str
@@ -139,7 +139,7 @@ class AppendGuard:
             log.warning("could not reconcile an unknown append", extra={"effect_key": str(key)})
         return ClaimAgain()
 
-    async def _read(self, ctx: EffectContext, rule: AppendRule) -> ReadBack:
+    async def _read(self, ctx: EffectContext, rule: AppendRule) -> CurrentValue:
         upstream = ctx.target.upstream
         values = Values(path_params(ctx.route.match.path, ctx.target.path), request=ctx.body)
         try:
@@ -155,10 +155,10 @@ class AppendGuard:
         except (UpstreamFailure, aiohttp.ClientError, TimeoutError) as exc:
             raise _refused(f"reading the value back failed ({exc})") from exc
         if status == 404:
-            return ReadBack("")  # nothing there yet: the append starts it
+            return CurrentValue("")  # nothing there yet: the append starts it
         if status != 200:
             raise _refused(f"reading the value back answered {status}")
-        return ReadBack(_current_value(rule, body), body, content_type)
+        return CurrentValue(_current_value(rule, body), body, content_type)
 
 
 def _refused(why: str) -> RequestRefused:
