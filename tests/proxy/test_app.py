@@ -13,7 +13,7 @@ async def test_the_session_and_the_flow_live_as_long_as_the_app(make_proxy: Prox
     session = app[CLIENT_SESSION]
 
     assert not session.closed
-    assert app[EFFECT_FLOW].session is session
+    assert app[EFFECT_FLOW].forwarder.session is session
 
     await client.close()
     assert session.closed

@@ -1,6 +1,6 @@
 """The exactly-once flow for one request on an effectful route (SPEC section 4).
 
-claim -> (claimed) forward, relay, settle
+claim -> (claimed) forward, relay, settle (effects/forwarding.py)
       -> (claimed, replicas did not confirm it) release it, 503 store-not-replicated
       -> (completed) replay the record
       -> (in flight) wait for the holder, then claim again; still held: 409
@@ -10,45 +10,33 @@ claim -> (claimed) forward, relay, settle
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
-import time
 from typing import NoReturn
 
 from aiohttp import ClientSession, web
 
 from idemproxy.effectkeys import KeySource
 from idemproxy.effects.answers import replay_response
-from idemproxy.effects.append import AppendGuard, Present, Send
+from idemproxy.effects.append import AppendGuard
 from idemproxy.effects.attempts import Attempts
 from idemproxy.effects.conflicts import idempotency_key_reused, tool_call_already_acted
 from idemproxy.effects.context import EffectContext
+from idemproxy.effects.forwarding import Forwarder
 from idemproxy.effects.lease import LeaseKept
 from idemproxy.effects.native import NativeDedupe
-from idemproxy.effects.outcome import Outcome, outcome_headers
+from idemproxy.effects.outcome import Outcome
 from idemproxy.effects.paused import agent_paused
 from idemproxy.effects.reconciled import ClaimAgain, Completed, Reconciliation, Review
 from idemproxy.effects.refusals import (
     outcome_unknown,
     store_not_replicated,
     store_unavailable,
-    upstream_failed,
 )
-from idemproxy.effects.status import classify_status, settlement_for
+from idemproxy.effects.settler import Settler
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.metrics import Children, DuplicateKind, Metrics
-from idemproxy.policies.append import AppendRule
-from idemproxy.policies.model import EffectClass
 from idemproxy.policies.secretpaths import shown_path
-from idemproxy.proxy.forward import Exchange, UpstreamFailure
-from idemproxy.proxy.headers import (
-    ask_decodable_codings,
-    client_response_headers,
-    headers_to_store,
-    upstream_request_headers,
-)
-from idemproxy.proxy.relay import Relayed, relay
 from idemproxy.store.base import Store, StoreError
 from idemproxy.store.records import (
     ClaimRequest,
@@ -61,10 +49,10 @@ from idemproxy.store.records import (
 
 log = logging.getLogger(__name__)
 
-_SETTLE_DELAYS_S = (0.05, 0.2, 0.5, 1.0)
-
 
 class EffectFlow:
+    """Claims each effectful request's key and acts on what the claim finds; one per process."""
+
     def __init__(
         self,
         store: Store,
@@ -75,15 +63,15 @@ class EffectFlow:
         agent_write_timeout_s: float | None = None,
     ) -> None:
         self.store = store
-        self.agent_write_timeout_s = agent_write_timeout_s
-        self.pause_after_failures = pause_after_failures
         self.attempts = attempts
         self.metrics = metrics
         self._duplicates = Children(metrics.duplicates_blocked)
-        self._upstream_durations = Children(metrics.upstream_request_duration)
-        self.session = session
+        self.settler = Settler(store, metrics, pause_after_failures)
         self.native = NativeDedupe(store, session)
         self.appends = AppendGuard(store, session)
+        self.forwarder = Forwarder(
+            session, self.settler, self.native, self.appends, metrics, agent_write_timeout_s
+        )
 
     async def handle(self, ctx: EffectContext) -> tuple[web.StreamResponse, Outcome]:
         meta = EffectMeta(
@@ -163,7 +151,7 @@ class EffectFlow:
         """
         reason = f"not forwarded: the store's replicas did not confirm the claim ({unreplicated})"
         released = Settlement(RecordState.NOT_APPLIED, reason=reason, ttl_s=ctx.route.ttl_s)
-        await self._settle(ctx, fence, released, counted=False)
+        await self.settler.settle(ctx, fence, released, counted=False)
         raise store_not_replicated(unreplicated)
 
     def _refuse_other_request(self, ctx: EffectContext, record: EffectRecord) -> None:
@@ -210,138 +198,7 @@ class EffectFlow:
         try:
             with LeaseKept(self.store, key, fence, ctx.route.lease_ms):
                 if ctx.route.append is not None:
-                    return await self._append(ctx, ctx.route.append, fence, outcome)
-                return await self._forward(ctx, fence, outcome)
+                    return await self.forwarder.append(ctx, ctx.route.append, fence, outcome)
+                return await self.forwarder.forward(ctx, fence, outcome)
         finally:
             self.attempts.end(key)
-
-    async def _append(
-        self, ctx: EffectContext, rule: AppendRule, fence: int, outcome: Outcome
-    ) -> tuple[web.StreamResponse, Outcome]:
-        """Send only what the value's end does not already hold (effects/append.py)."""
-        try:
-            checked = await self.appends.check(ctx, rule)
-        except RequestRefused as refusal:
-            settlement = Settlement(
-                RecordState.NOT_APPLIED, reason=refusal.detail, ttl_s=ctx.route.ttl_s
-            )
-            await self._settle(ctx, fence, settlement)
-            raise
-        match checked:
-            case Send(context=context):
-                return await self._forward(context, fence, outcome)
-            case Present(response=response, settlement=settlement):
-                await self._settle(ctx, fence, settlement)
-                return response, Outcome.RECONCILED
-
-    async def _forward(
-        self, ctx: EffectContext, fence: int, outcome: Outcome
-    ) -> tuple[web.StreamResponse, Outcome]:
-        route, upstream = ctx.route, ctx.target.upstream
-        headers = upstream_request_headers(ctx.request.headers, keep_length=False)
-        headers.popall("Content-Encoding", None)  # the body was decoded on arrival
-        ask_decodable_codings(headers)
-        sent = self.native.outgoing(ctx)  # the agent's request, carrying the native key
-        headers.update(sent.headers)
-        recorded = False
-        started = time.perf_counter()
-        try:
-            async with Exchange(
-                self.session,
-                ctx.request.method,
-                ctx.target.url,
-                headers,
-                sent.body,
-                upstream.timeout,
-            ) as answer:
-                # Timed as a read is (proxy/handler.py): until the answer's head is in.
-                self._upstream_durations(upstream.name).observe(time.perf_counter() - started)
-                if self.native.reconciles_answer(ctx, sent, answer.status):
-                    reconciled = await self.native.reconcile_answer(ctx, sent, answer)
-                    await self._settle(ctx, fence, reconciled.settlement)
-                    return reconciled.response, reconciled.outcome
-                state = classify_status(answer.status, route)
-                client_headers = client_response_headers(answer.headers)
-                client_headers.extend(outcome_headers(outcome, str(ctx.key)))
-                client_headers.extend(ctx.answer_headers)
-                capture = route.max_recorded_bytes if state is RecordState.COMPLETED else None
-                stored_headers = headers_to_store(
-                    answer.headers, allow_set_cookie=route.allow_set_cookie
-                )
-
-                async def record(relayed: Relayed) -> None:
-                    nonlocal recorded
-                    recorded = True  # before the write: a cancelled settle still lands (shield)
-                    settled = settlement_for(state, answer.status, stored_headers, relayed, route)
-                    await self._settle(ctx, fence, settled)
-
-                response, _ = await relay(
-                    ctx.request, answer, client_headers, capture, record, self.agent_write_timeout_s
-                )
-        except UpstreamFailure as failure:
-            await self._failed(ctx, fence, failure)
-        except asyncio.CancelledError:
-            if not recorded:
-                # Shutdown or a dropped handler while the upstream may hold the request.
-                stopped = Settlement(
-                    RecordState.UNKNOWN, reason="proxy stopped before the upstream answered"
-                )
-                # The proxy stopping is no failure of the agent's: it does not count toward a
-                # pause.
-                await self._settle(ctx, fence, stopped, counted=False)
-            raise
-        return response, outcome
-
-    async def _failed(self, ctx: EffectContext, fence: int, failure: UpstreamFailure) -> NoReturn:
-        retryable = not failure.sent or ctx.route.effect is EffectClass.GENERATION
-        state = RecordState.NOT_APPLIED if retryable else RecordState.UNKNOWN
-        settlement = Settlement(state, reason=failure.reason, ttl_s=ctx.route.ttl_s)
-        await self._settle(ctx, fence, settlement)
-        if not failure.sent:
-            raise upstream_failed(failure)
-        # An append is reconciled by its read-back, as a native key is by the upstream.
-        reconciles = not retryable and (
-            ctx.route.append is not None or await self.native.reconciles_on_retry(ctx)
-        )
-        if retryable:
-            detail = f"{failure.reason}; this generation may be retried with the same key"
-        elif reconciles:
-            detail = (
-                f"the request was sent but {failure.reason}; it carried the upstream's own dedupe"
-                " key, so a retry with the same key settles the outcome without acting twice"
-            )
-        else:
-            detail = (
-                f"the request was sent but {failure.reason}; whether it took effect is unknown,"
-                " so the key is held for review and will not be re-sent"
-            )
-        # Retry-After also tells SDK retry loops to go on: a generation may simply run again.
-        raise upstream_failed(failure, detail, retry_after_s=1 if reconciles or retryable else None)
-
-    async def _settle(
-        self, ctx: EffectContext, fence: int, settlement: Settlement, *, counted: bool = True
-    ) -> None:
-        """Write the outcome, shielded from cancellation and retried through short store blips.
-
-        If the store stays down the record keeps its lease and turns ``unknown`` once that
-        runs out: the agent got its answer, and a repeat is never sent blindly. A ``counted``
-        outcome of the agent's own effects joins (or ends) its failure streak.
-        """
-        key = ctx.key.record_key
-        if counted and not ctx.operator and self.pause_after_failures:
-            settlement = dataclasses.replace(
-                settlement, pause_after_failures=self.pause_after_failures
-            )
-        for delay_s in (*_SETTLE_DELAYS_S, None):
-            try:
-                held = await asyncio.shield(self.store.settle(key, fence, settlement))
-            except StoreError:
-                if delay_s is None:
-                    log.error("could not record outcome", extra={"effect_key": str(key)})
-                    return
-                await asyncio.sleep(delay_s)
-                continue
-            if not held:
-                self.metrics.fenced_writes.inc()
-                log.warning("late write dropped: lease lost", extra={"effect_key": str(key)})
-            return
