@@ -1,4 +1,4 @@
-"""Upstream adapters: native keys derived from the effect key, and what settles an unknown."""
+"""Upstream adapters: native keys derived from the effect key, and the plan for an unknown."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def test_discord_sets_a_derived_enforced_nonce_on_json_sends_only() -> None:
     assert multipart.body == b"--x\r\n..."
 
 
-def test_how_each_adapter_settles_an_unknown_outcome() -> None:
+def test_how_each_adapter_plans_to_reconcile_an_unknown_outcome() -> None:
     hour_ms = 3_600_000
     stripe = adapter_for(load_policy("stripe"))
     discord = adapter_for(load_policy("discord"))
