@@ -17,7 +17,7 @@ from idemproxy.effectkeys import (
     resolve_effect_key,
 )
 from idemproxy.errors import ProblemCode, RequestRefused
-from idemproxy.policies.model import OnMissingKey, Route, ToolCallEffects
+from idemproxy.policies.policy import OnMissingKey, Route, ToolCallEffects
 
 ROUTE = Route(name="write")
 FP = "f" * 64

@@ -30,7 +30,7 @@ from yarl import URL
 from idemproxy.config_errors import describe
 from idemproxy.errors import ConfigError
 from idemproxy.policies.loader import load_policy, shipped_packs
-from idemproxy.policies.model import Policy
+from idemproxy.policies.policy import Policy
 from idemproxy.store.control import MAX_STREAK
 
 ENV_PREFIX = "IDEMPROXY_"

@@ -13,7 +13,7 @@ from enum import StrEnum
 from urllib.parse import quote
 
 from idemproxy.errors import ProblemCode, RequestRefused
-from idemproxy.policies.model import OnMissingKey, Route, ToolCallEffects
+from idemproxy.policies.policy import OnMissingKey, Route, ToolCallEffects
 from idemproxy.store.records import RecordKey
 
 AGENT_HEADER = "Idem-Agent"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from idemproxy.policies.loader import load_policy, shipped_packs
-from idemproxy.policies.model import EffectClass, Policy, Route
+from idemproxy.policies.policy import EffectClass, Policy, Route
 
 SCHEMA_ID = "https://idemproxy.dev/schemas/policy.schema.json"
 

@@ -29,7 +29,7 @@ from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.fingerprint import fingerprint
 from idemproxy.logs import info_fields
 from idemproxy.metrics import Children, Metrics
-from idemproxy.policies.model import EffectClass, Route
+from idemproxy.policies.policy import EffectClass, Route
 from idemproxy.proxy.attempts import Attempts
 from idemproxy.proxy.effects import EffectContext, EffectFlow
 from idemproxy.proxy.endpoints import (

@@ -13,7 +13,7 @@ from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.policies.adapters import adapter_for
 from idemproxy.policies.adapters.base import Adapter
 from idemproxy.policies.matcher import RouteMatcher
-from idemproxy.policies.model import Policy
+from idemproxy.policies.policy import Policy
 
 
 @dataclass(frozen=True, slots=True)
