@@ -6,9 +6,10 @@ import pytest
 from multidict import CIMultiDict
 
 from idemproxy.config import load_config
+from idemproxy.policies.kinds import AdapterName, EffectClass, ToolCallEffects
 from idemproxy.policies.loader import load_policy
 from idemproxy.policies.matcher import RouteMatcher
-from idemproxy.policies.policy import AdapterName, EffectClass, Scope, ToolCallEffects
+from idemproxy.policies.scope import Scope
 from idemproxy.scopes import request_scope
 from tests.test_credentials import ALICE, BOB, access_jwt, bot_token
 

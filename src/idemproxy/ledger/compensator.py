@@ -31,7 +31,8 @@ from idemproxy.policies.placeholders import (
     fill_value,
     path_params,
 )
-from idemproxy.policies.policy import Policy, Route
+from idemproxy.policies.policy import Policy
+from idemproxy.policies.route import Route
 from idemproxy.scopes import scope_of, scoped
 from idemproxy.store.records import EffectRecord, RecordKey, RecordState
 
