@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from idemproxy.config import ProxyConfig
+from idemproxy.config.settings import ProxyConfig
 from idemproxy.policies.base_url import misplaced_base_urls
 from idemproxy.policies.loader import load_policy, parse_policy
 

@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import ClientSession, web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from idemproxy.config import ProxyConfig
+from idemproxy.config.settings import ProxyConfig
 from idemproxy.effectkeys import (
     ACTION_HEADER,
     AGENT_HEADER,

@@ -8,7 +8,7 @@ from urllib.parse import unquote
 from aiohttp import ClientTimeout
 from yarl import URL
 
-from idemproxy.config import UpstreamConfig
+from idemproxy.config.settings import UpstreamConfig
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.policies.adapters import adapter_for
 from idemproxy.policies.adapters.base import Adapter

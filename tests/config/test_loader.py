@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from idemproxy.cli import main
-from idemproxy.config import load_config
+from idemproxy.config.settings import load_config
 from idemproxy.errors import ConfigError
 from tests.support.cli import idemproxy
 

@@ -27,7 +27,7 @@ from pydantic import (
 )
 from yarl import URL
 
-from idemproxy.config_errors import describe
+from idemproxy.config.messages import describe
 from idemproxy.errors import ConfigError
 from idemproxy.policies.loader import load_policy, shipped_packs
 from idemproxy.policies.policy import Policy
