@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from multidict import CIMultiDict
 
-from idemproxy.config.settings import load_config
+from idemproxy.config.loader import load_config
 from idemproxy.policies.kinds import AdapterName, EffectClass, ToolCallEffects
 from idemproxy.policies.loader import load_policy
 from idemproxy.policies.matcher import RouteMatcher

@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
 
-from idemproxy.config.settings import load_config
+from idemproxy.config.loader import load_config
 from idemproxy.metrics import Metrics
 from idemproxy.policies.route import RetryPolicy
 from idemproxy.proxy.app import build_proxy_app
