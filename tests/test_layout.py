@@ -28,7 +28,6 @@ UNTESTED = frozenset(
         "cli/operator.py",
         "cli/policies.py",
         "cli/serve.py",
-        "cli/store_views.py",
         "errors.py",
         "instrumented.py",
         "jsonpointer.py",
