@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gzip
 
-from idemproxy.policies.model import Route
+from idemproxy.policies.route import Route
 from idemproxy.proxy.relay import Relayed
 from idemproxy.proxy.verdicts import settlement_for
 from idemproxy.store.records import RecordState

@@ -10,7 +10,7 @@ import orjson
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
 from yarl import URL
 
-from idemproxy.config import HostPort
+from idemproxy.config.settings import HostPort
 from idemproxy.ledger.compensator import Outgoing, Sent
 from idemproxy.proxy.paused import COMPENSATES_HEADER
 from idemproxy.proxy.problems import PROBLEM_CONTENT_TYPE

@@ -22,7 +22,8 @@ from aiohttp import ClientSession, web
 from idemproxy.effectkeys import EffectKey, KeySource
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.metrics import Children, DuplicateKind, Metrics
-from idemproxy.policies.model import EffectClass, Route
+from idemproxy.policies.kinds import EffectClass
+from idemproxy.policies.route import Route
 from idemproxy.policies.secretpaths import shown_path
 from idemproxy.proxy.append import AppendGuard
 from idemproxy.proxy.attempts import Attempts

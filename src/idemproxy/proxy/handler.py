@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import ClientSession, web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from idemproxy.config import ProxyConfig
+from idemproxy.config.settings import ProxyConfig
 from idemproxy.effectkeys import (
     ACTION_HEADER,
     AGENT_HEADER,
@@ -29,7 +29,8 @@ from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.fingerprint import fingerprint
 from idemproxy.logs import info_fields
 from idemproxy.metrics import Children, Metrics
-from idemproxy.policies.model import EffectClass, Route
+from idemproxy.policies.kinds import EffectClass
+from idemproxy.policies.route import Route
 from idemproxy.proxy.attempts import Attempts
 from idemproxy.proxy.effects import EffectContext, EffectFlow
 from idemproxy.proxy.endpoints import (

@@ -16,7 +16,8 @@ from idemproxy.answers import readable_body
 from idemproxy.encodings import UndecodableBody
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.jsonpointer import string_at
-from idemproxy.policies.model import EffectClass, Route
+from idemproxy.policies.kinds import EffectClass
+from idemproxy.policies.route import Route
 from idemproxy.proxy.outcome import Outcome, outcome_headers
 from idemproxy.proxy.problems import should_retry_headers
 from idemproxy.proxy.relay import Relayed
