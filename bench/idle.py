@@ -21,7 +21,7 @@ import redis.asyncio
 from procs import Proc, free_port
 
 from idemproxy.admin.background import ledger_tasks
-from idemproxy.config import ControllerConfig, ProxyConfig
+from idemproxy.config.settings import ControllerConfig, ProxyConfig
 from idemproxy.metrics import Metrics
 from idemproxy.store import layout
 from idemproxy.store.redis_store import RedisStore

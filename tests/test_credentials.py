@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from idemproxy.credentials import credential_identity
-from idemproxy.policies.model import CredentialIdentity
+from idemproxy.policies.kinds import CredentialIdentity
 
 ALICE = "did:plc:alice0000000000000000000"
 BOB = "did:plc:bob000000000000000000000"

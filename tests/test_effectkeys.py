@@ -17,7 +17,8 @@ from idemproxy.effectkeys import (
     resolve_effect_key,
 )
 from idemproxy.errors import ProblemCode, RequestRefused
-from idemproxy.policies.model import OnMissingKey, Route, ToolCallEffects
+from idemproxy.policies.kinds import OnMissingKey, ToolCallEffects
+from idemproxy.policies.route import Route
 
 ROUTE = Route(name="write")
 FP = "f" * 64

@@ -7,7 +7,9 @@ from hypothesis import strategies as st
 from multidict import CIMultiDict
 
 from idemproxy.effectkeys import KeyHeaders, resolve_effect_key
-from idemproxy.policies.model import CredentialIdentity, Route, Scope
+from idemproxy.policies.kinds import CredentialIdentity
+from idemproxy.policies.route import Route
+from idemproxy.policies.scope import Scope
 from idemproxy.scopes import SCOPE_MARK, request_scope, scope_of, scoped
 from idemproxy.store.records import RecordKey
 

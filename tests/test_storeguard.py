@@ -10,7 +10,7 @@ import logging
 import pytest
 from prometheus_client import CollectorRegistry
 
-from idemproxy.config import StoreSafetyConfig
+from idemproxy.config.settings import StoreSafetyConfig
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.metrics import Metrics
 from idemproxy.store.base import StoreUnavailable

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from idemproxy.config import StoreSafetyConfig
+from idemproxy.config.settings import StoreSafetyConfig
 from idemproxy.store.safety import Durability
 from idemproxy.storerisks import Finding, Risk, findings
 

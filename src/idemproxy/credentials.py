@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import orjson
 
-from idemproxy.policies.model import CredentialIdentity
+from idemproxy.policies.kinds import CredentialIdentity
 
 # sk_ secret keys and rk_ restricted keys; Stripe keeps test and live data apart.
 _STRIPE_MODE = re.compile(r"(?:sk|rk)_(test|live)_")

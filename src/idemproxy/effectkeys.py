@@ -13,7 +13,8 @@ from enum import StrEnum
 from urllib.parse import quote
 
 from idemproxy.errors import ProblemCode, RequestRefused
-from idemproxy.policies.model import OnMissingKey, Route, ToolCallEffects
+from idemproxy.policies.kinds import OnMissingKey, ToolCallEffects
+from idemproxy.policies.route import Route
 from idemproxy.store.records import RecordKey
 
 AGENT_HEADER = "Idem-Agent"

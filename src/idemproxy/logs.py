@@ -53,10 +53,10 @@ class TextFormatter(logging.Formatter):
 class LoopBatchedHandler(logging.StreamHandler[TextIO]):
     """A stream handler whose lines leave once per turn of the running event loop.
 
-    Each write to the log is a system call (some 10 us to a file); the proxy logs a line per
-    request and answers several requests per turn of its loop, so their lines leave together
-    in one write, at the end of the turn they were logged in. Outside a running loop (start-up,
-    other threads) a line is written at once, after any still pending.
+    Each write to the log is a system call (its cost: docs/performance.md, "Logging"); the
+    proxy logs a line per request and answers several requests per turn of its loop, so their
+    lines leave together in one write, at the end of the turn they were logged in. Outside a
+    running loop (start-up, other threads) a line is written at once, after any still pending.
     """
 
     def __init__(self, stream: TextIO) -> None:
@@ -112,10 +112,11 @@ def info_fields(logger: logging.Logger, msg: str, fields: dict[str, Any]) -> Non
     """``logger.info(msg, extra=fields)``, the same line at a fraction of the cost.
 
     A line on every request is worth it: the logging machinery (a LogRecord, its extras copied
-    into and filtered back out of its ``__dict__``, two lookups of handlers) costs some 10 us
-    per line. When the JSON handler of :func:`configure_logging` is the root's only handler, the
-    line is built here exactly as :class:`JsonFormatter` would build it and handed to it; in
-    any other set-up (a terminal, tests, embedding) it goes through ``logger``.
+    into and filtered back out of its ``__dict__``, two lookups of handlers) has a cost per line
+    worth saving (docs/performance.md, "Logging"). When the JSON handler of
+    :func:`configure_logging` is the root's only handler, the line is built here exactly as
+    :class:`JsonFormatter` would build it and handed to it; in any other set-up (a terminal,
+    tests, embedding) it goes through ``logger``.
     """
     handler = _json_handler
     if (

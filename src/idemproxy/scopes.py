@@ -21,7 +21,7 @@ import orjson
 
 from idemproxy.credentials import credential_identity
 from idemproxy.effectkeys import EffectKey
-from idemproxy.policies.model import Scope
+from idemproxy.policies.scope import Scope
 from idemproxy.store.records import RecordKey
 
 # Parts of an effect id never hold a bare ':' (they are percent-encoded), so a scoped id can

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from idemproxy.admin.app import build_admin_app
 from idemproxy.admin.background import cancel_all, ledger_tasks
-from idemproxy.config import LoadedConfig
+from idemproxy.config.loader import LoadedConfig
 from idemproxy.effects.attempts import Attempts
 from idemproxy.effects.seal import CompensationSeal
 from idemproxy.instrumented import InstrumentedStore

@@ -24,7 +24,7 @@ import logging
 from dataclasses import dataclass
 from enum import StrEnum
 
-from idemproxy.config import StoreSafetyConfig
+from idemproxy.config.settings import StoreSafetyConfig
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.metrics import Metrics
 from idemproxy.store.base import Store, StoreError

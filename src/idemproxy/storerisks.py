@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from idemproxy.config import StoreSafetyConfig
+from idemproxy.config.settings import StoreSafetyConfig
 from idemproxy.store.safety import Durability
 
 NO_EVICTION = "noeviction"

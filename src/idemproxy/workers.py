@@ -35,7 +35,7 @@ from prometheus_client import values
 from prometheus_client.multiprocess import mark_process_dead
 
 from idemproxy import eventloop
-from idemproxy.config import LoadedConfig
+from idemproxy.config.loader import LoadedConfig
 from idemproxy.effects.seal import CompensationSeal
 from idemproxy.logs import configure_logging
 from idemproxy.metrics import MULTIPROCESS_DIR_ENV

@@ -10,7 +10,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from idemproxy.admin.app import build_admin_app
-from idemproxy.config import load_config
+from idemproxy.config.loader import load_config
 from idemproxy.metrics import Metrics
 from idemproxy.server import build_state
 from idemproxy.store.base import Store

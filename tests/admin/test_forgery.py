@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from idemproxy.admin.forgery import HostAllowList
-from idemproxy.config import load_config
+from idemproxy.config.loader import load_config
 from idemproxy.errors import ConfigError
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.records import RecordKey, RecordState

@@ -1,19 +1,14 @@
 """/readyz, ``GET /v1/store`` and ``POST /v1/store/acknowledge-loss`` on stores that keep
-their records, may lose them, or lost some; and the ``store`` verbs on a store directly."""
+their records, may lose them, or lost some."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
-from idemproxy.cli import main
 from idemproxy.store.safety import LossKind
-from idemproxy.store.sqlite_store import SQLiteStore
 from tests.admin.conftest import AUTH, AdminClient
 from tests.test_storeguard import SAFE, TunableStore
 
@@ -84,33 +79,3 @@ async def test_a_loss_stands_until_acknowledged_through_the_api(
 async def test_the_store_is_not_shown_without_the_token(admin: AdminClient) -> None:
     assert (await admin.get("/v1/store")).status == 401
     assert (await admin.post("/v1/store/acknowledge-loss", json={})).status == 401
-
-
-def test_the_store_verbs_work_on_a_store_directly(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    url = f"sqlite:///{tmp_path}/effects.db"
-
-    async def make() -> None:
-        store = SQLiteStore(tmp_path / "effects.db")  # as a proxy leaves it
-        await store.ping()
-        await store.close()
-
-    async def lose() -> None:
-        store = SQLiteStore(tmp_path / "effects.db")
-        await store.record_loss(LossKind.EVICTED, "12 keys between two checks")
-        await store.close()
-
-    asyncio.run(make())
-    assert main(["store", "acknowledge-loss", "--store", url]) == 1
-    assert "nothing to acknowledge" in capsys.readouterr().err
-    asyncio.run(lose())
-    assert main(["store", "status", "--store", url]) == 1  # not ready: records were lost
-    page = capsys.readouterr().out
-    assert "store sqlite: records-lost" in page
-    assert "Redis evicted 12 keys between two checks" in page
-    assert "store.loss_detected" in page
-    acknowledge = ["store", "acknowledge-loss", "--store", url, "--actor", "bob", "--note", "ok"]
-    assert main([*acknowledge, "--json"]) == 0
-    document = orjson.loads(capsys.readouterr().out)
-    assert (document["status"], document["log"][-1]["actor"]) == ("ready", "bob")

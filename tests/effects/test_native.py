@@ -10,7 +10,7 @@ import pytest
 from aiohttp import ClientResponse, web
 from aiohttp.test_utils import TestClient, TestServer
 
-from idemproxy.config import load_config
+from idemproxy.config.loader import load_config
 from idemproxy.metrics import Metrics
 from idemproxy.proxy.app import build_proxy_app
 from idemproxy.server import build_state

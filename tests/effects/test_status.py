@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 
 from idemproxy.effects.status import settlement_for
-from idemproxy.policies.model import Route
+from idemproxy.policies.route import Route
 from idemproxy.proxy.relay import Relayed
 from idemproxy.store.records import RecordState
 

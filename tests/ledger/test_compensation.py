@@ -13,7 +13,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from idemproxy.admin.sender import ProxySender
-from idemproxy.config import load_config
+from idemproxy.config.loader import load_config
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger.compensator import Compensator
 from idemproxy.ledger.service import LedgerService

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import ClientSession
 
 from idemproxy.admin.background import WebhookTransport
-from idemproxy.config import ControllerConfig
+from idemproxy.config.settings import ControllerConfig
 from idemproxy.ledger.delivery import Delivery, Posted
 from idemproxy.ledger.service import LedgerService
 from idemproxy.metrics import Metrics

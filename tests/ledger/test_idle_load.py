@@ -15,7 +15,7 @@ import redis.asyncio
 from aiohttp import ClientSession
 
 from idemproxy.admin.background import WebhookTransport
-from idemproxy.config import ControllerConfig
+from idemproxy.config.settings import ControllerConfig
 from idemproxy.ledger.delivery import Delivery, Posted
 from idemproxy.ledger.sweeper import Sweeper
 from idemproxy.metrics import Metrics

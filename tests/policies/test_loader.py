@@ -8,8 +8,8 @@ import pytest
 
 from idemproxy.cli import main
 from idemproxy.errors import ConfigError
+from idemproxy.policies.kinds import AdapterName, EffectClass
 from idemproxy.policies.loader import load_policy, parse_policy, shipped_packs
-from idemproxy.policies.model import AdapterName, EffectClass
 
 
 def test_every_pack_the_spec_names_ships() -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from multidict import CIMultiDict
 
-from idemproxy.config import load_config
+from idemproxy.config.loader import load_config
+from idemproxy.policies.kinds import AdapterName, EffectClass, ToolCallEffects
 from idemproxy.policies.loader import load_policy
 from idemproxy.policies.matcher import RouteMatcher
-from idemproxy.policies.model import AdapterName, EffectClass, Scope, ToolCallEffects
+from idemproxy.policies.scope import Scope
 from idemproxy.scopes import request_scope
 from tests.test_credentials import ALICE, BOB, access_jwt, bot_token
 

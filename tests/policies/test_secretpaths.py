@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from idemproxy.policies.loader import load_policy, parse_policy, shipped_packs
 from idemproxy.policies.matcher import RouteMatcher
-from idemproxy.policies.model import Route
+from idemproxy.policies.route import Route
 from idemproxy.policies.secretpaths import REDACTED_PATH, shown_path
 from idemproxy.policies.templates import param_names
 

@@ -15,9 +15,9 @@ from aiohttp.test_utils import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
 
-from idemproxy.config import load_config
+from idemproxy.config.loader import load_config
 from idemproxy.metrics import Metrics
-from idemproxy.policies.model import RetryPolicy
+from idemproxy.policies.route import RetryPolicy
 from idemproxy.proxy.app import build_proxy_app
 from idemproxy.proxy.retry import backoff_s, delay_before_retry_s, retry_after_s
 from idemproxy.server import build_state

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Mapping
 from aiohttp import ClientError, ClientSession, ClientTimeout
 from yarl import URL
 
-from idemproxy.config import ProxyConfig
+from idemproxy.config.settings import ProxyConfig
 from idemproxy.ledger.delivery import Delivery, Posted
 from idemproxy.ledger.sweeper import Sweeper
 from idemproxy.metrics import Metrics

@@ -10,7 +10,7 @@ import orjson
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
 from yarl import URL
 
-from idemproxy.config import HostPort
+from idemproxy.config.settings import HostPort
 from idemproxy.effects.paused import COMPENSATES_HEADER
 from idemproxy.effects.seal import SEAL_HEADER, CompensationSeal
 from idemproxy.ledger.compensator import Outgoing, Sent

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from idemproxy import eventloop
-from idemproxy.config import LoadedConfig, load_config
+from idemproxy.config.loader import LoadedConfig, load_config
 from idemproxy.errors import ConfigError
 from idemproxy.logs import configure_logging
 from idemproxy.policies.base_url import misplaced_base_urls

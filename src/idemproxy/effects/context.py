@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from idemproxy.effectkeys import EffectKey
-from idemproxy.policies.model import Route
+from idemproxy.policies.route import Route
 from idemproxy.proxy.upstreams import Target
 
 

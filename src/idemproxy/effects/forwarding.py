@@ -22,7 +22,7 @@ from idemproxy.effects.status import classify_status, settlement_for
 from idemproxy.errors import RequestRefused
 from idemproxy.metrics import Children, Metrics
 from idemproxy.policies.append import AppendRule
-from idemproxy.policies.model import EffectClass
+from idemproxy.policies.kinds import EffectClass
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
 from idemproxy.proxy.headers import (
     ask_decodable_codings,

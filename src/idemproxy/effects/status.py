@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from idemproxy.encodings import UndecodableBody
 from idemproxy.jsonpointer import string_at
-from idemproxy.policies.model import EffectClass, Route
+from idemproxy.policies.kinds import EffectClass
+from idemproxy.policies.route import Route
 from idemproxy.proxy.relay import Relayed
 from idemproxy.recorded import readable_body
 from idemproxy.store.records import RecordState, Settlement, StoredResponse

@@ -23,7 +23,6 @@ from idemproxy.effectkeys import KeyHeaders, resolve_effect_key
 from idemproxy.encodings import UndecodableBody
 from idemproxy.policies.compensation import Compensation
 from idemproxy.policies.matcher import RouteMatcher
-from idemproxy.policies.model import Policy, Route
 from idemproxy.policies.placeholders import (
     MissingValue,
     Values,
@@ -31,6 +30,8 @@ from idemproxy.policies.placeholders import (
     fill_value,
     path_params,
 )
+from idemproxy.policies.policy import Policy
+from idemproxy.policies.route import Route
 from idemproxy.recorded import readable_body
 from idemproxy.scopes import scope_of, scoped
 from idemproxy.store.records import EffectRecord, RecordKey, RecordState

@@ -33,7 +33,7 @@ from typing import Protocol
 import orjson
 
 from idemproxy import __version__
-from idemproxy.config import ControllerConfig
+from idemproxy.config.settings import ControllerConfig
 from idemproxy.ledger import documents, signature
 from idemproxy.metrics import Metrics
 from idemproxy.store.base import Store, StoreError

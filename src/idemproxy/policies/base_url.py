@@ -26,7 +26,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from idemproxy.policies.loader import shipped_packs
 from idemproxy.policies.matcher import RouteMatcher
-from idemproxy.policies.model import Policy, Route
+from idemproxy.policies.policy import Policy
+from idemproxy.policies.route import Route
 from idemproxy.policies.templates import is_param, is_rest, param_prefix, segments
 
 # What a placeholder such as Discord's ``{version}`` stands for when a URL ends in it.

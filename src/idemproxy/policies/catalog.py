@@ -6,8 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from idemproxy.policies.kinds import EffectClass
 from idemproxy.policies.loader import load_policy, shipped_packs
-from idemproxy.policies.model import EffectClass, Policy, Route
+from idemproxy.policies.policy import Policy
+from idemproxy.policies.route import Route
 
 SCHEMA_ID = "https://idemproxy.dev/schemas/policy.schema.json"
 

@@ -15,7 +15,8 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from idemproxy.errors import ConfigError
-from idemproxy.policies.model import LocatedError, Policy
+from idemproxy.policies.document import LocatedError
+from idemproxy.policies.policy import Policy
 
 _PACKS = resources.files("idemproxy.policies") / "packs"
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from idemproxy.policies.model import Policy, Route
+from idemproxy.policies.policy import Policy
+from idemproxy.policies.route import Route
 from idemproxy.policies.templates import compile_template
 
 

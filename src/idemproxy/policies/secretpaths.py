@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import re
 
-from idemproxy.policies.model import Route
+from idemproxy.policies.route import Route
 from idemproxy.policies.templates import compile_template
 
 # What is shown of a path the route's template does not fit: only a default route, whose

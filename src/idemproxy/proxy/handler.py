@@ -29,7 +29,8 @@ from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.fingerprint import fingerprint
 from idemproxy.logs import info_fields
 from idemproxy.metrics import Children
-from idemproxy.policies.model import EffectClass, Route
+from idemproxy.policies.kinds import EffectClass
+from idemproxy.policies.route import Route
 from idemproxy.proxy.body import decoded_body, read_body
 from idemproxy.proxy.endpoints import (
     ask_identity_encoding,

@@ -19,7 +19,7 @@ from aiohttp import ClientResponse, ClientSession, ClientTimeout, StreamReader
 from multidict import CIMultiDict
 from yarl import URL
 
-from idemproxy.policies.model import RetryPolicy
+from idemproxy.policies.route import RetryPolicy
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
 
 

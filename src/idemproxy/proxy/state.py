@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import ClientSession, web
 
-from idemproxy.config import ProxyConfig
+from idemproxy.config.settings import ProxyConfig
 from idemproxy.effects.attempts import Attempts
 from idemproxy.effects.flow import EffectFlow
 from idemproxy.effects.seal import CompensationSeal

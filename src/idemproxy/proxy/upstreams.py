@@ -8,12 +8,12 @@ from urllib.parse import unquote
 from aiohttp import ClientTimeout
 from yarl import URL
 
-from idemproxy.config import UpstreamConfig
+from idemproxy.config.settings import UpstreamConfig
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.policies.adapters import adapter_for
 from idemproxy.policies.adapters.base import Adapter
 from idemproxy.policies.matcher import RouteMatcher
-from idemproxy.policies.model import Policy
+from idemproxy.policies.policy import Policy
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,8 @@ from idemproxy.policies.adapters.base import Adapter
 from idemproxy.policies.adapters.bluesky import BlueskyAdapter
 from idemproxy.policies.adapters.discord import DiscordAdapter
 from idemproxy.policies.adapters.stripe import StripeAdapter
-from idemproxy.policies.model import AdapterName, Policy
+from idemproxy.policies.kinds import AdapterName
+from idemproxy.policies.policy import Policy
 
 _ADAPTERS: dict[AdapterName, type[Adapter]] = {
     AdapterName.NONE: Adapter,

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from idemproxy.policies.model import AdapterName
+from idemproxy.policies.kinds import AdapterName
 
 JSON_CONTENT_TYPE = "application/json"
 

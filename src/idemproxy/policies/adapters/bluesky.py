@@ -45,7 +45,7 @@ from idemproxy.policies.adapters.bluesky_writes import (
     judge,
     writes_of,
 )
-from idemproxy.policies.model import AdapterName
+from idemproxy.policies.kinds import AdapterName
 
 UPLOAD_BLOB = "com.atproto.repo.uploadBlob"
 _GET_RECORD = "com.atproto.repo.getRecord"

@@ -21,7 +21,7 @@ from idemproxy.policies.adapters.base import (
     is_json,
     key_digest,
 )
-from idemproxy.policies.model import AdapterName
+from idemproxy.policies.kinds import AdapterName
 
 NONCE_CHARS = 25  # Discord's limit for a string nonce
 PAYLOAD_PART = "payload_json"

@@ -7,7 +7,7 @@ and runs the request if it never got it, so inside that window a re-send is alwa
 from __future__ import annotations
 
 from idemproxy.policies.adapters.base import Adapter, Attempt, Outgoing, Plan, key_digest
-from idemproxy.policies.model import AdapterName
+from idemproxy.policies.kinds import AdapterName
 
 IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from idemproxy.config import load_config
+from idemproxy.config.loader import load_config
 from idemproxy.errors import ConfigError
 
 SECRET = "s3cr3t-0123456789abcdef"

@@ -9,7 +9,7 @@ import yaml
 from aiohttp import web
 
 from idemproxy.admin.app import build_admin_app
-from idemproxy.config import load_config
+from idemproxy.config.loader import load_config
 from idemproxy.metrics import Metrics
 from idemproxy.server import build_state
 from idemproxy.store.memory import MemoryStore

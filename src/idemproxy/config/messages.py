@@ -12,7 +12,7 @@ from pydantic_core import ErrorDetails
 
 _SECRET_WORDS = ("token", "secret", "password")
 _MAX_SHOWN_CHARS = 60
-# The patterns of config.py, said in words (pydantic would quote the regular expression).
+# The patterns of settings.py, said in words (pydantic would quote the regular expression).
 _PATTERNS = {
     "upstreams": "an upstream's name is 1-63 of a-z, 0-9, '-' and '_', starting with a letter"
     " or digit",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from idemproxy.config import ControllerConfig
+from idemproxy.config.settings import ControllerConfig
 from idemproxy.ledger.service import EVENT_HISTORY_S, LedgerService
 from idemproxy.store.base import Store
 from idemproxy.store.records import RecordState

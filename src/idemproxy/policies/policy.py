@@ -1,0 +1,120 @@
+"""A policy document: the routes of one upstream, tried in order, and the adapter that drives
+the upstream's own dedupe. Quantities carry their unit in the field name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import Field, model_validator
+
+from idemproxy.policies.document import Frozen, LocatedError
+from idemproxy.policies.kinds import AdapterName
+from idemproxy.policies.route import Route
+from idemproxy.policies.scope import Scope
+from idemproxy.policies.templates import methods_cover, template_covers
+
+
+@dataclass(frozen=True, slots=True)
+class NativeWindow:
+    """How long the upstream deduplicates a native key: the default we assume and the most it
+    is known to keep. A re-send under the same key is only safe inside this window."""
+
+    default_s: int
+    max_s: int
+
+
+# Stripe keeps idempotency keys at least 24 h; a default an hour short leaves room for clock
+# skew. Discord checks an enforced nonce "in the past few minutes": we assume two and allow
+# five. Bluesky needs no window: a record key is unique in the repository for good.
+NATIVE_WINDOWS: dict[AdapterName, NativeWindow] = {
+    AdapterName.STRIPE: NativeWindow(default_s=23 * 3600, max_s=24 * 3600),
+    AdapterName.DISCORD: NativeWindow(default_s=120, max_s=300),
+}
+
+
+class Policy(Frozen):
+    """The routes of one upstream, tried in order; ``default`` takes what none matches."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]*$", max_length=64)]
+    description: str = ""
+    adapter: AdapterName = AdapterName.NONE
+    # How long the upstream deduplicates a native key; unset: the adapter's default.
+    native_window_s: Annotated[int, Field(ge=1)] | None = None
+    scope: Scope = Scope()
+    routes: tuple[Route, ...] = ()
+    default: Route
+
+    @property
+    def window_s(self) -> int | None:
+        """The native dedupe window in force, or None where the adapter needs none."""
+        window = NATIVE_WINDOWS.get(self.adapter)
+        if window is None:
+            return None
+        return self.native_window_s or window.default_s
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Policy:
+        seen: set[str] = set()
+        for route in (*self.routes, self.default):
+            if route.name in seen:
+                raise ValueError(f"route name {route.name!r} is used twice; names must differ")
+            seen.add(route.name)
+        return self
+
+    @model_validator(mode="after")
+    def _possible_window(self) -> Policy:
+        if self.native_window_s is None:
+            return self
+        window = NATIVE_WINDOWS.get(self.adapter)
+        if window is None:
+            raise LocatedError(
+                ("native_window_s",),
+                f"adapter {self.adapter!s} has no dedupe window to set; remove native_window_s",
+            )
+        if self.native_window_s > window.max_s:
+            raise LocatedError(
+                ("native_window_s",),
+                f"{self.adapter!s} keeps a native key for at most {window.max_s} s, so a re-send"
+                f" after {self.native_window_s} s could act twice; set at most {window.max_s}",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _native_keys_have_an_adapter(self) -> Policy:
+        for index, route in self._indexed_routes():
+            if not route.native_key:
+                continue
+            where = ("routes", index, "native_key") if index >= 0 else ("default", "native_key")
+            if self.adapter is AdapterName.NONE:
+                raise LocatedError(
+                    where,
+                    f"route {route.name!r} asks for a native key but the policy has no adapter;"
+                    " set 'adapter: stripe', 'discord' or 'bluesky', or remove native_key",
+                )
+            if route.match.methods != ("POST",):
+                raise LocatedError(
+                    where,
+                    f"route {route.name!r}: {self.adapter!s} native keys go on POST requests"
+                    " only; match 'methods: [POST]' or remove native_key",
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _every_route_reachable(self) -> Policy:
+        for later, route in enumerate(self.routes):
+            for earlier, before in enumerate(self.routes[:later]):
+                if methods_cover(before.match.methods, route.match.methods) and template_covers(
+                    before.match.path, route.match.path
+                ):
+                    raise LocatedError(
+                        ("routes", later, "match"),
+                        f"route {route.name!r} can never match: route {before.name!r} above it"
+                        f" (routes.{earlier}) takes every {'/'.join(route.match.methods)}"
+                        f" {route.match.path} request first; move {route.name!r} above it or"
+                        f" narrow {before.name!r}",
+                    )
+        return self
+
+    def _indexed_routes(self) -> list[tuple[int, Route]]:
+        return [*enumerate(self.routes), (-1, self.default)]

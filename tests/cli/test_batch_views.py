@@ -1,0 +1,48 @@
+"""A batch's status, printed by the console script over a store a proxy filled: it fits a
+terminal and tells apart the effects of one tool call."""
+
+from __future__ import annotations
+
+from idemproxy.cli.batch_views import steps
+from tests.cli.filled import (
+    AGENT,
+    BATCH,
+    DIGESTS,
+    FAILED_KEY,
+    UNKNOWN_KEY,
+    shown,
+)
+from tests.support.cli import WIDTH, idemproxy, widest
+
+
+def test_batch_status_tells_apart_the_effects_of_one_tool_call(store_url: str) -> None:
+    page = shown(idemproxy("batch-status", AGENT, BATCH, "--store", store_url))
+
+    assert widest(page) <= WIDTH, page
+    lines = page.splitlines()
+    completed = lines.index("completed (2)")
+    assert lines[completed + 1].split() == [
+        "TOOL", "CALL", "STEP", "ACTION", "STATUS", "ATTEMPTS", "EXTERNAL", "ID",
+    ]  # fmt: skip
+    rows = sorted(line.split() for line in lines[completed + 2 : completed + 4])
+    assert rows == sorted(
+        ["call-1", f"d-{digest[:8]}", "post_message", "200", "1", "-"] for digest in DIGESTS
+    )
+    failed = lines.index("failed (1)")
+    assert lines[failed + 2].split() == [
+        "call-2", "s-thread", "post_message", "completed", "403", "no", "1",
+    ]  # fmt: skip
+    assert lines[failed + 3 : failed + 5] == [
+        f"    key     {FAILED_KEY}",
+        "    reason  upstream answered 403",
+    ]
+    unknown = lines.index("unknown (1)")
+    assert lines[unknown + 2].split() == ["call-3", "d-f404f7fc", "post_message", "1"]
+    assert lines[unknown + 3] == f"    key     {UNKNOWN_KEY}"
+
+
+def test_digests_alike_in_their_first_digits_are_shown_whole() -> None:
+    keys = [f"{AGENT}/tc:{BATCH}:call-1:d-9d828243{tail}" for tail in ("a" * 24, "b" * 24)]
+    actions = [{"tool_call": "call-1", "effect_key": key} for key in keys]
+    actions.append({"tool_call": "call-2", "effect_key": f"{AGENT}/ik:order-7-refund"})
+    assert steps(actions) == [f"d-9d828243{'a' * 24}", f"d-9d828243{'b' * 24}", "ik:order-7-refund"]
