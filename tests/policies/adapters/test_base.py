@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from idemproxy.fingerprint import fingerprint
 from idemproxy.policies.adapters import adapter_for
 from idemproxy.policies.adapters.base import Attempt, Plan
-from idemproxy.policies.adapters.discord import DiscordAdapter, discord_nonce
-from idemproxy.policies.adapters.stripe import StripeAdapter, stripe_key
+from idemproxy.policies.adapters.discord import discord_nonce
+from idemproxy.policies.adapters.stripe import stripe_key
 from idemproxy.policies.loader import load_policy
 from idemproxy.policies.matcher import RouteMatcher
 
@@ -39,30 +39,6 @@ def test_native_keys_fit_each_upstreams_rules(key: str) -> None:
     assert re.fullmatch(r"[a-z2-7]{25}", discord_nonce(key))
     assert stripe_key(key).startswith("idemproxy-")
     assert len(stripe_key(key)) <= 255
-
-
-def test_stripe_replaces_the_sdks_random_key() -> None:
-    sent = StripeAdapter(3600).outgoing(
-        attempt(b"amount=5", "application/x-www-form-urlencoded", "/v1/charges")
-    )
-    assert sent.native
-    assert sent.body == b"amount=5"
-    assert sent.headers == {"Idempotency-Key": stripe_key("agent/tc:1")}
-
-
-def test_discord_sets_a_derived_enforced_nonce_on_json_sends_only() -> None:
-    adapter = DiscordAdapter(120)
-    sent = adapter.outgoing(attempt(b'{"content":"hi","nonce":"81237","tts":false}'))
-    assert sent.native
-    assert orjson.loads(sent.body) == {
-        "content": "hi",
-        "nonce": discord_nonce("agent/tc:1"),
-        "enforce_nonce": True,
-        "tts": False,
-    }
-    multipart = adapter.outgoing(attempt(b"--x\r\n...", "multipart/form-data; boundary=x"))
-    assert not multipart.native
-    assert multipart.body == b"--x\r\n..."
 
 
 def test_how_each_adapter_plans_to_reconcile_an_unknown_outcome() -> None:
