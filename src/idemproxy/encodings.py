@@ -1,7 +1,7 @@
 """Content codings (RFC 9110 section 8.4): the bytes behind ``Content-Encoding``, bounded.
 
 A request body on an effectful route is decoded once, for its identity and for what is sent on
-(proxy/handler.py); an answer is decoded only to be read (its external id, a compensation) and
+(proxy/body.py); an answer is decoded only to be read (its external id, a compensation) and
 is recorded and replayed in the coding it came with. gzip and deflate, the codings every HTTP
 client library sends by default, come with the standard library; br and zstd would each need a
 library, and are refused on requests and not asked for on the answers the proxy reads. Every

@@ -44,7 +44,7 @@ class ProblemCode(StrEnum):
     UPSTREAM_TIMEOUT = "upstream-timeout"
     SHUTTING_DOWN = "shutting-down"
     AGENT_PAUSED = "agent-paused"
-    # Idem-Compensates without the seal of the proxy's own sender (proxy/seal.py).
+    # Idem-Compensates without the seal of the proxy's own sender (effects/seal.py).
     FORGED_COMPENSATION = "forged-compensation"
     # Answers of the admin API (and of the CLI working on a store directly).
     UNAUTHORIZED = "unauthorized"

@@ -15,13 +15,13 @@ from aiohttp import web
 from idemproxy.admin.app import build_admin_app
 from idemproxy.admin.background import cancel_all, ledger_tasks
 from idemproxy.config.loader import LoadedConfig
+from idemproxy.effects.attempts import Attempts
+from idemproxy.effects.seal import CompensationSeal
 from idemproxy.instrumented import InstrumentedStore
 from idemproxy.metrics import Metrics, StoreScope
 from idemproxy.policies.base_url import misplaced_base_urls
 from idemproxy.proxy.app import build_proxy_app
-from idemproxy.proxy.attempts import Attempts
-from idemproxy.proxy.handler import ProxyState
-from idemproxy.proxy.seal import CompensationSeal
+from idemproxy.proxy.state import ProxyState
 from idemproxy.proxy.upstreams import Upstream
 from idemproxy.store.base import Store, StoreError
 from idemproxy.store.factory import open_store, relative_path_note, store_location

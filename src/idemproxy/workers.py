@@ -36,9 +36,9 @@ from prometheus_client.multiprocess import mark_process_dead
 
 from idemproxy import eventloop
 from idemproxy.config.loader import LoadedConfig
+from idemproxy.effects.seal import CompensationSeal
 from idemproxy.logs import configure_logging
 from idemproxy.metrics import MULTIPROCESS_DIR_ENV
-from idemproxy.proxy.seal import CompensationSeal
 
 log = logging.getLogger(__name__)
 

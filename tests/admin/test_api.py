@@ -86,7 +86,7 @@ async def test_unknown_agents_batches_and_keys_are_404_problems(
         assert problem["detail"]
 
 
-async def test_review_resolve_then_a_second_verdict_gets_409_with_the_state(
+async def test_review_resolve_then_a_second_decision_gets_409_with_the_state(
     admin: AdminClient, store: MemoryStore
 ) -> None:
     key = await make_effect(store, "bot", "b1", "c1", RecordState.UNKNOWN)

@@ -9,6 +9,7 @@ import pytest
 
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.instrumented import InstrumentedStore
+from idemproxy.ledger.review import Decision
 from idemproxy.ledger.service import LedgerService
 from idemproxy.ledger.sweeper import Sweeper
 from idemproxy.metrics import Metrics
@@ -70,7 +71,7 @@ async def test_resume_frees_only_what_is_still_failed_then_runs(store: Store, ns
     service = LedgerService(store)
     # Meanwhile an operator freed e1 by hand, and found that e3 did happen after all.
     await service.retry(str(keys[1]), "carol", "token rotated")
-    await service.resolve(str(keys[3]), "applied", "carol", "it is in the channel")
+    await service.resolve(str(keys[3]), Decision.APPLIED, "carol", "it is in the channel")
 
     preview = (await service.agent(ns))["snapshot"]
     expected = ["freed", "already_free", "freed", "moved_on", "unknown"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from idemproxy.errors import ProblemCode, RequestRefused
+from idemproxy.ledger.recovery import RecoverMode
 from idemproxy.ledger.service import LedgerService
 from idemproxy.store.base import Store
 from idemproxy.store.records import RecordState
@@ -68,7 +69,7 @@ async def test_auto_recovery_clears_freed_records_and_plans_a_selective_rerun(
     done = await make_effect(store, ns, "b1", "c1", RecordState.COMPLETED)
     freed = await make_effect(store, ns, "b1", "c2", RecordState.NOT_APPLIED)
 
-    plan = await LedgerService(store).recover(ns, "b1", "auto", OPS, "retry after outage")
+    plan = await LedgerService(store).recover(ns, "b1", RecoverMode.AUTO, OPS, "retry after outage")
 
     assert plan["strategy"] == "selective"
     assert plan["replay"] == ["c1"]
@@ -85,7 +86,7 @@ async def test_auto_recovery_clears_freed_records_and_plans_a_selective_rerun(
 async def test_a_batch_with_unknown_outcomes_is_not_rerun(store: Store, ns: str) -> None:
     doubt = await make_effect(store, ns, "b1", "c1", RecordState.UNKNOWN)
     freed = await make_effect(store, ns, "b1", "c2", RecordState.NOT_APPLIED)
-    for mode in ("auto", "restart"):
+    for mode in (RecoverMode.AUTO, RecoverMode.RESTART):
         with pytest.raises(RequestRefused, match="review resolve") as raised:
             await LedgerService(store).recover(ns, "b1", mode, OPS, "")
         assert raised.value.code is ProblemCode.STATE_CONFLICT
@@ -96,7 +97,7 @@ async def test_a_batch_with_unknown_outcomes_is_not_rerun(store: Store, ns: str)
 
 async def test_no_recovery_while_an_effect_is_being_sent(store: Store, ns: str) -> None:
     await make_effect(store, ns, "b1", "c1", None)
-    for mode in ("auto", "restart", "abandon"):
+    for mode in RecoverMode:
         with pytest.raises(RequestRefused, match="c1 are being sent"):
             await LedgerService(store).recover(ns, "b1", mode, OPS, "")
 
@@ -107,7 +108,7 @@ async def test_abandon_archives_then_clears_only_what_never_happened(store: Stor
     freed = await make_effect(store, ns, "b1", "c3", RecordState.NOT_APPLIED)
     service = LedgerService(store)
 
-    plan = await service.recover(ns, "b1", "abandon", OPS, "customer cancelled")
+    plan = await service.recover(ns, "b1", RecoverMode.ABANDON, OPS, "customer cancelled")
 
     assert (plan["strategy"], plan["archived"]) == ("abandon", True)
     assert plan["cleared"] == [str(freed)]
@@ -128,11 +129,11 @@ async def test_abandon_archives_then_clears_only_what_never_happened(store: Stor
 async def test_abandoning_is_final(store: Store, ns: str) -> None:
     await make_effect(store, ns, "b1", "c1", RecordState.NOT_APPLIED)
     service = LedgerService(store)
-    await service.recover(ns, "b1", "abandon", OPS, "")
+    await service.recover(ns, "b1", RecoverMode.ABANDON, OPS, "")
     archive = await store.read_archive(ns, "b1")
     progress = await service.batch(ns, "b1")  # its only record is gone; the archive stays
     assert (progress["strategy"], progress["failed"]) == ("abandon", [])
-    for mode in ("auto", "restart", "abandon"):
+    for mode in RecoverMode:
         with pytest.raises(RequestRefused, match="abandoned by alice@laptop"):
             await service.recover(ns, "b1", mode, OPS, "")
     assert await store.read_archive(ns, "b1") == archive
@@ -144,16 +145,16 @@ async def test_recovery_actions_are_rate_limited_per_agent(store: Store, ns: str
     await make_effect(store, f"{ns}-other", "b1", "c1", RecordState.COMPLETED)
     service = LedgerService(store, actions_per_minute=2)
     for _ in range(2):
-        await service.recover(ns, "b1", "auto", OPS, "")
+        await service.recover(ns, "b1", RecoverMode.AUTO, OPS, "")
     with pytest.raises(RequestRefused) as raised:
-        await service.recover(ns, "b1", "auto", OPS, "")
+        await service.recover(ns, "b1", RecoverMode.AUTO, OPS, "")
     assert raised.value.code is ProblemCode.RATE_LIMITED
     assert raised.value.retry_after_s is not None
     assert 1 <= raised.value.retry_after_s <= 60
-    await service.recover(f"{ns}-other", "b1", "auto", OPS, "")
+    await service.recover(f"{ns}-other", "b1", RecoverMode.AUTO, OPS, "")
 
 
 async def test_an_unknown_strategy_is_refused(store: Store, ns: str) -> None:
     await make_effect(store, ns, "b1", "c1", RecordState.COMPLETED)
     with pytest.raises(RequestRefused, match="auto, restart or abandon"):
-        await LedgerService(store).recover(ns, "b1", "compensate", OPS, "")
+        await LedgerService(store).recover(ns, "b1", RecoverMode.parse("compensate"), OPS, "")

@@ -8,6 +8,7 @@ from urllib.parse import quote
 import pytest
 
 from idemproxy.errors import ProblemCode, RequestRefused
+from idemproxy.ledger.review import Decision
 from idemproxy.ledger.service import LedgerService
 from idemproxy.store.base import Store
 from idemproxy.store.records import ClaimRequest, EffectMeta, RecordKey, RecordState
@@ -37,7 +38,7 @@ async def test_applied_replays_the_given_response_and_is_audited(store: Store, n
     response = {"status": 201, "headers": {"content-type": "application/json"}, "body": '{"a":1}'}
 
     record = await LedgerService(store).resolve(
-        str(key), "applied", "bob", "seen in #general", external_id="m-9", response=response
+        str(key), Decision.APPLIED, "bob", "seen in #general", external_id="m-9", response=response
     )
 
     assert (record["state"], record["external_id"], record["status"]) == ("completed", "m-9", 201)
@@ -54,7 +55,9 @@ async def test_applied_replays_the_given_response_and_is_audited(store: Store, n
 
 async def test_not_applied_frees_the_key(store: Store, ns: str) -> None:
     key = await make_effect(store, ns, "b1", "c1", RecordState.UNKNOWN)
-    await LedgerService(store).resolve(str(key), "not-applied", "bob", "not in the channel")
+    await LedgerService(store).resolve(
+        str(key), Decision.parse("not-applied"), "bob", "not in the channel"
+    )
     claim = await store.claim(ClaimRequest(key, "fp", EffectMeta(batch="b1"), 1000, 600))
     assert claim.claimed
 
@@ -63,7 +66,7 @@ async def test_a_record_that_moved_on_answers_409_with_its_state(store: Store, n
     key = await make_effect(store, ns, "b1", "c1", RecordState.COMPLETED)
     before = await store.get(key)
     with pytest.raises(RequestRefused) as raised:
-        await LedgerService(store).resolve(str(key), "not_applied", "bob", "")
+        await LedgerService(store).resolve(str(key), Decision.NOT_APPLIED, "bob", "")
     assert raised.value.code is ProblemCode.STATE_CONFLICT
     assert raised.value.extra["state"] == "completed"
     assert raised.value.extra["record"]["effect_key"] == str(key)
@@ -71,12 +74,12 @@ async def test_a_record_that_moved_on_answers_409_with_its_state(store: Store, n
     assert await store.read_audit(ns) == []
 
 
-async def test_concurrent_verdicts_on_one_key_let_exactly_one_win(store: Store, ns: str) -> None:
+async def test_concurrent_decisions_on_one_key_let_exactly_one_win(store: Store, ns: str) -> None:
     key = await make_effect(store, ns, "b1", "c1", RecordState.UNKNOWN)
     service = LedgerService(store)
-    verdicts = ["applied", "not_applied"] * 5
+    decisions = [Decision.APPLIED, Decision.NOT_APPLIED] * 5
     results = await asyncio.gather(
-        *(service.resolve(str(key), v, f"op-{i}", "") for i, v in enumerate(verdicts)),
+        *(service.resolve(str(key), v, f"op-{i}", "") for i, v in enumerate(decisions)),
         return_exceptions=True,
     )
     winners = [result for result in results if isinstance(result, dict)]
@@ -92,15 +95,15 @@ async def test_concurrent_verdicts_on_one_key_let_exactly_one_win(store: Store, 
 async def test_unknown_keys_and_bad_input_are_refused_clearly(store: Store, ns: str) -> None:
     service = LedgerService(store)
     with pytest.raises(RequestRefused) as raised:
-        await service.resolve(f"{ns}/tc:nothing", "applied", "bob", "")
+        await service.resolve(f"{ns}/tc:nothing", Decision.APPLIED, "bob", "")
     assert raised.value.code is ProblemCode.NOT_FOUND
     with pytest.raises(RequestRefused, match="not an effect key"):
-        await service.resolve("no-slash", "applied", "bob", "")
+        await service.resolve("no-slash", Decision.APPLIED, "bob", "")
     key = await make_effect(store, ns, "b1", "c1", RecordState.UNKNOWN)
     with pytest.raises(RequestRefused, match=r"'applied'.*'not_applied'"):
-        await service.resolve(str(key), "maybe", "bob", "")
+        await service.resolve(str(key), Decision.parse("maybe"), "bob", "")
     with pytest.raises(RequestRefused, match="response must look like"):
-        await service.resolve(str(key), "applied", "bob", "", response={"status": "ok"})
+        await service.resolve(str(key), Decision.APPLIED, "bob", "", response={"status": "ok"})
     with pytest.raises(RequestRefused) as missing_agent:
         await service.review(f"{ns}-nobody", 10)
     assert missing_agent.value.code is ProblemCode.NOT_FOUND
@@ -112,6 +115,6 @@ async def test_unknown_keys_and_bad_input_are_refused_clearly(store: Store, ns: 
 async def test_an_agent_with_a_slash_in_its_id_still_resolves(store: Store, ns: str) -> None:
     key = await make_effect(store, f"{ns}/team/bot", "b1", "c1", RecordState.UNKNOWN)
     assert str(key) == f"{ns}/team/bot/tc:b1:c1:d-0"
-    record = await LedgerService(store).resolve(str(key), "applied", "bob", "")
+    record = await LedgerService(store).resolve(str(key), Decision.APPLIED, "bob", "")
     assert record["agent"] == f"{ns}/team/bot"
     assert (await store.get(RecordKey(f"{ns}/team/bot", key.effect_id))) is not None

@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from idemproxy.config.loader import load_config
 from idemproxy.metrics import Metrics
 from idemproxy.proxy.app import build_proxy_app
-from idemproxy.proxy.handler import ProxyState
+from idemproxy.proxy.state import ProxyState
 from idemproxy.server import PROXY_SERVER_SETTINGS, build_state
 from idemproxy.store.base import Store
 from idemproxy.store.memory import MemoryStore

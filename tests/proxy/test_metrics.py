@@ -8,9 +8,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from idemproxy.metrics import AGENT_LABELS_MAX, OTHER_AGENTS
-from idemproxy.proxy.handler import ProxyState
+from idemproxy.proxy.state import ProxyState
+from tests.effects.test_flow import TOOL_CALL, write_policy
 from tests.proxy.conftest import ProxyFactory
-from tests.proxy.test_effects import TOOL_CALL, write_policy
 
 Client = TestClient[web.Request, web.Application]
 

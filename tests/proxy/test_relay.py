@@ -13,8 +13,8 @@ import pytest
 
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.records import RecordState
+from tests.effects.test_flow import TOOL_CALL
 from tests.proxy.conftest import ProxyFactory
-from tests.proxy.test_effects import TOOL_CALL
 
 PROMISED_BYTES = 100
 SENT = b'{"id": "cut'

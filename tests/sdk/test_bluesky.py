@@ -87,7 +87,7 @@ def test_a_rerun_worded_anew_posts_nothing_and_says_what_was_posted(
     assert len(posts(fakes, run_id)) == 1
 
 
-def test_an_unknown_create_is_settled_by_reading_the_record_back(
+def test_an_unknown_create_is_reconciled_by_reading_the_record_back(
     proxy: ServedProxy, fakes: Fakes, run_id: str, logged_in: Login
 ) -> None:
     fakes.pds.plan("create", Planned(Fault.DROP_AFTER))

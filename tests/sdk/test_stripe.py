@@ -74,7 +74,7 @@ def test_an_sdk_retry_after_a_503_makes_one_intent(
     assert answer_headers(intent)["Idem-Outcome"] == "reconciled"
 
 
-def test_an_unknown_outcome_is_settled_by_resending_under_the_same_key(
+def test_an_unknown_outcome_is_reconciled_by_resending_under_the_same_key(
     proxy: ServedProxy, fakes: Fakes, run_id: str
 ) -> None:
     fakes.stripe.plan("create", Planned(Fault.DROP_AFTER))
@@ -98,7 +98,7 @@ def test_an_unknown_outcome_is_settled_by_resending_under_the_same_key(
     }
 
 
-def test_an_sdk_retry_after_a_lost_connection_settles_it_in_the_same_call(
+def test_an_sdk_retry_after_a_lost_connection_reconciles_it_in_the_same_call(
     proxy: ServedProxy, fakes: Fakes, run_id: str
 ) -> None:
     fakes.stripe.plan("create", Planned(Fault.DROP_AFTER))

@@ -157,7 +157,7 @@ def write_proxy_config(
     )
     # The run fails upstream calls far more often than a healthy agent ever sees, so an agent
     # would now and then fail five in a row and be paused; the audit needs every agent acting
-    # to the end (the pause has tests of its own: tests/proxy/test_pause.py, tests/e2e).
+    # to the end (the pause has tests of its own: tests/effects/test_pause.py, tests/e2e).
     recovery = "recovery: {pause_after_failures: 0}\n"
     path.write_text(
         f"upstreams:\n  up: {{{upstream}}}\ncontroller: {{{controller}}}\nshutdown_timeout_s: 2\n"

@@ -12,6 +12,8 @@ from aiohttp.typedefs import Handler
 
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger.documents import Document
+from idemproxy.ledger.recovery import RecoverMode
+from idemproxy.ledger.review import Decision
 from idemproxy.ledger.service import LedgerService
 from idemproxy.proxy.problems import problem_response
 from idemproxy.store.base import StoreError
@@ -106,7 +108,7 @@ async def recover(request: web.Request) -> web.Response:
     plan = await _ledger(request).recover(
         info["agent"],
         info["batch"],
-        _text(body, "strategy", "auto"),
+        RecoverMode.parse(_text(body, "strategy", "auto")),
         _actor(request, body),
         _text(body, "note"),
     )
@@ -125,7 +127,7 @@ async def resolve(request: web.Request) -> web.Response:
         raise _invalid("response must be a JSON object")
     record = await _ledger(request).resolve(
         request.match_info["key"],
-        _text(body, "as"),
+        Decision.parse(_text(body, "as")),
         _actor(request, body),
         _text(body, "note"),
         external_id=_text(body, "external_id"),

@@ -16,7 +16,7 @@ from idemproxy.admin.forgery import HostAllowList, browser_guard, json_bodies
 from idemproxy.admin.sender import ProxySender, proxy_url
 from idemproxy.ledger.compensator import Compensator
 from idemproxy.ledger.service import LedgerService
-from idemproxy.proxy.handler import ProxyState
+from idemproxy.proxy.state import ProxyState
 from idemproxy.store.base import StoreError
 from idemproxy.storeguard import SafetyStatus
 

@@ -28,6 +28,8 @@ from yarl import URL
 
 from idemproxy.errors import IdemproxyError, ProblemCode, RequestRefused
 from idemproxy.ledger.documents import Document
+from idemproxy.ledger.recovery import RecoverMode
+from idemproxy.ledger.review import Decision
 from idemproxy.proxy.problems import PROBLEM_TYPE_BASE
 
 TIMEOUT_S = 30.0
@@ -164,9 +166,11 @@ class AdminClient:
     async def batch(self, agent: str, batch: str) -> Document:
         return await self._call("GET", f"/v1/agents/{_segment(agent)}/batches/{_segment(batch)}")
 
-    async def recover(self, agent: str, batch: str, mode: str, actor: str, note: str) -> Document:
+    async def recover(
+        self, agent: str, batch: str, mode: RecoverMode, actor: str, note: str
+    ) -> Document:
         path = f"/v1/agents/{_segment(agent)}/batches/{_segment(batch)}/recover"
-        body = {"strategy": mode, "actor": actor, "note": note}
+        body = {"strategy": mode.value, "actor": actor, "note": note}
         return await self._call("POST", path, body=body)
 
     async def review(self, agent: str | None, limit: int) -> Document:
@@ -175,13 +179,13 @@ class AdminClient:
     async def resolve(
         self,
         key: str,
-        verdict: str,
+        decision: Decision,
         actor: str,
         note: str,
         external_id: str = "",
         response: Document | None = None,
     ) -> Document:
-        body: dict[str, Any] = {"as": verdict, "actor": actor, "note": note}
+        body: dict[str, Any] = {"as": decision.value, "actor": actor, "note": note}
         body["external_id"] = external_id
         if response is not None:
             body["response"] = response

@@ -11,10 +11,10 @@ from aiohttp import ClientError, ClientSession, ClientTimeout, web
 from yarl import URL
 
 from idemproxy.config.settings import HostPort
+from idemproxy.effects.paused import COMPENSATES_HEADER
+from idemproxy.effects.seal import SEAL_HEADER, CompensationSeal
 from idemproxy.ledger.compensator import Outgoing, Sent
-from idemproxy.proxy.paused import COMPENSATES_HEADER
 from idemproxy.proxy.problems import PROBLEM_CONTENT_TYPE
-from idemproxy.proxy.seal import SEAL_HEADER, CompensationSeal
 
 # The proxy answers within the upstream's own timeouts; this only bounds a proxy that hangs.
 TIMEOUT_S = 600.0
@@ -31,7 +31,7 @@ def proxy_url(listen: HostPort) -> str:
 
 class ProxySender:
     """A :class:`~idemproxy.ledger.compensator.Sender` over one pooled session, sealing each
-    compensation so that the proxy lets it pass the agent's pause (proxy/seal.py)."""
+    compensation so that the proxy lets it pass the agent's pause (effects/seal.py)."""
 
     def __init__(self, base_url: str, seal: CompensationSeal) -> None:
         self._base_url = base_url

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from idemproxy.cli import views
 from idemproxy.errors import ConfigError
 from idemproxy.ledger.documents import Document
+from idemproxy.ledger.recovery import RecoverMode
 from idemproxy.ledger.service import Operator
 
 COMPENSATE = "compensate"
@@ -32,7 +33,8 @@ def credentials(headers: Sequence[str]) -> dict[str, dict[str, str]]:
 async def recover(operator: Operator, args: argparse.Namespace) -> Document:
     """The ``recover`` verb: a recovery, or a compensation plan (run with ``--yes``)."""
     if args.strategy != COMPENSATE:
-        return await operator.recover(args.agent, args.batch, args.strategy, args.actor, args.note)
+        mode = RecoverMode.parse(args.strategy)
+        return await operator.recover(args.agent, args.batch, mode, args.actor, args.note)
     if not args.yes:
         return await operator.compensation(args.agent, args.batch)
     sent = credentials(args.header)

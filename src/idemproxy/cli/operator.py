@@ -26,6 +26,7 @@ from idemproxy.cli import agent_views, batch_views, compensation, duplicates, st
 from idemproxy.cli.failures import EXIT_CODES_HELP, ExitCode
 from idemproxy.errors import ConfigError
 from idemproxy.ledger.documents import Document
+from idemproxy.ledger.review import Decision
 from idemproxy.ledger.service import LedgerService, Operator
 from idemproxy.store.factory import open_store
 
@@ -35,7 +36,7 @@ TOKEN_VARIABLE = "IDEMPROXY_ADMIN_TOKEN"  # noqa: S105 - the name of a variable,
 Verbs: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 Call = Callable[[Operator, argparse.Namespace], Awaitable[Document]]
 View = Callable[[Document], str]
-Verdict = Callable[[Document], ExitCode]
+ExitRule = Callable[[Document], ExitCode]
 
 
 def default_actor() -> str:
@@ -48,7 +49,7 @@ def default_actor() -> str:
 
 
 def fine(document: Document) -> ExitCode:
-    """The verdict of a verb whose answer is all it has to say."""
+    """The exit rule of a verb whose answer is all it has to say."""
     return ExitCode.OK
 
 
@@ -102,11 +103,11 @@ async def _call(args: argparse.Namespace, call: Call, view: View) -> tuple[Docum
         return document, shown
 
 
-def _runner(call: Call, view: View, verdict: Verdict) -> Callable[[argparse.Namespace], int]:
+def _runner(call: Call, view: View, exit_rule: ExitRule) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         document, shown = asyncio.run(_call(args, call, view))
         print(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() if args.json else shown)
-        return int(verdict(document))
+        return int(exit_rule(document))
 
     return run
 
@@ -117,7 +118,7 @@ def _verb(
     help_text: str,
     call: Call,
     view: View,
-    verdict: Verdict = fine,
+    exit_rule: ExitRule = fine,
 ) -> argparse.ArgumentParser:
     parser = verbs.add_parser(name, help=help_text, description=help_text, epilog=EXIT_CODES_HELP)
     source = parser.add_mutually_exclusive_group()
@@ -135,7 +136,7 @@ def _verb(
         " process list)",
     )
     parser.add_argument("--json", action="store_true", help="print the JSON document")
-    parser.set_defaults(run=_runner(call, view, verdict))
+    parser.set_defaults(run=_runner(call, view, exit_rule))
     return parser
 
 
@@ -147,7 +148,7 @@ def _acting(parser: argparse.ArgumentParser) -> None:
 def register(verbs: Verbs) -> None:
     _verb(verbs, "status", "unknown outcomes, paused agents and events of every agent; exits 1"
           " when any wait for an operator", lambda op, a: op.status(), views.status,
-          views.status_verdict)  # fmt: skip
+          views.status_exit_rule)  # fmt: skip
 
     batch = _verb(verbs, "batch-status", "a batch's progress and recovery strategy",
                   lambda op, a: op.batch(a.agent, a.batch), batch_views.batch)  # fmt: skip
@@ -201,7 +202,7 @@ def register(verbs: Verbs) -> None:
 
 def _register_review(review: argparse.ArgumentParser) -> None:
     review_verbs = review.add_subparsers(dest="review_verb", required=True, metavar="VERB")
-    listing = _verb(review_verbs, "list", "effects awaiting a verdict, oldest first",
+    listing = _verb(review_verbs, "list", "effects awaiting a decision, oldest first",
                     lambda op, a: op.review(a.agent, a.limit), views.review)  # fmt: skip
     listing.add_argument("--agent", help="only this agent")
     listing.add_argument("--limit", type=int, default=100)
@@ -209,12 +210,12 @@ def _register_review(review: argparse.ArgumentParser) -> None:
         review_verbs,
         "resolve",
         "say whether an effect happened (compare-and-set: only while it is unknown)",
-        lambda op, a: op.resolve(a.key, a.verdict, a.actor, a.note, a.external_id),
+        lambda op, a: op.resolve(a.key, Decision.parse(a.decision), a.actor, a.note, a.external_id),
         views.record,
     )
     resolve.add_argument("key", help="the effect key, as in Idem-Key or the review list")
     resolve.add_argument(
-        "--as", dest="verdict", required=True, choices=["applied", "not-applied", "not_applied"]
+        "--as", dest="decision", required=True, choices=["applied", "not-applied", "not_applied"]
     )
     resolve.add_argument("--external-id", default="", help="the upstream's id of the effect")
     _acting(resolve)
@@ -268,7 +269,7 @@ def _register_store(store: argparse.ArgumentParser) -> None:
     store_verbs = store.add_subparsers(dest="store_verb", required=True, metavar="VERB")
     _verb(store_verbs, "status", "whether the store can keep records, whether it lost some;"
           " exits 1 unless it is ready", lambda op, a: op.store_status(), store_views.status,
-          store_views.status_verdict)  # fmt: skip
+          store_views.status_exit_rule)  # fmt: skip
     acknowledge = _verb(
         store_verbs,
         "acknowledge-loss",

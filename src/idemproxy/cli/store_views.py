@@ -26,6 +26,6 @@ def status(document: Document) -> str:
     return "\n".join(lines)
 
 
-def status_verdict(document: Document) -> ExitCode:
+def status_exit_rule(document: Document) -> ExitCode:
     """Not fine unless the store is ready: it may lose records, or it lost some."""
     return ExitCode.OK if document["status"] == "ready" else ExitCode.NOT_FINE

@@ -122,7 +122,7 @@ def status(document: Document) -> str:
     return f"{head}\n{events}\n\n{table(columns, rows)}"
 
 
-def status_verdict(document: Document) -> ExitCode:
+def status_exit_rule(document: Document) -> ExitCode:
     """Not fine while anything waits for an operator: an unknown outcome, a paused agent, a
     parked delivery."""
     waiting = document["unknown"] or document["paused"] or document["parked"]

@@ -5,7 +5,7 @@ A compensation's key derives from the effect it undoes (same agent and batch, to
 ``compensate:<tool call>``, a step digested from the effect key), so it is recorded like any
 effect, reported to the controller, and a second run replays it instead of undoing twice. It
 carries ``Idem-Compensates``: an operator's effect passes the agent's pause, once the sender has
-sealed it as the proxy's own (proxy/seal.py).
+sealed it as the proxy's own (effects/seal.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from urllib.parse import urlencode
 
 import orjson
 
-from idemproxy.answers import readable_body
 from idemproxy.effectkeys import KeyHeaders, resolve_effect_key
 from idemproxy.encodings import UndecodableBody
 from idemproxy.policies.compensation import Compensation
@@ -33,6 +32,7 @@ from idemproxy.policies.placeholders import (
 )
 from idemproxy.policies.policy import Policy
 from idemproxy.policies.route import Route
+from idemproxy.recorded import readable_body
 from idemproxy.scopes import scope_of, scoped
 from idemproxy.store.records import EffectRecord, RecordKey, RecordState
 

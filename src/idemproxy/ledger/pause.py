@@ -37,7 +37,7 @@ class Freed(StrEnum):
 
     FREED = "freed"  # was failed at that attempt: now free, the re-run is sent
     ALREADY_FREE = "already_free"  # nothing was applied: the re-run is sent anyway
-    MOVED_ON = "moved_on"  # another attempt or a verdict came since: left as it is
+    MOVED_ON = "moved_on"  # another attempt or a decision came since: left as it is
     UNKNOWN = "unknown"  # the outcome is unknown: it waits in review
     GONE = "gone"  # the record expired
 

@@ -40,6 +40,17 @@ class RecoverMode(StrEnum):
     RESTART = "restart"
     ABANDON = "abandon"
 
+    @classmethod
+    def parse(cls, text: str) -> RecoverMode:
+        """``auto``, ``restart`` or ``abandon``."""
+        try:
+            return cls(text)
+        except ValueError:
+            raise RequestRefused(
+                ProblemCode.INVALID_REQUEST,
+                f"{text!r} is not a recovery strategy; use auto, restart or abandon",
+            ) from None
+
 
 @dataclass(frozen=True, slots=True)
 class RecoveryPlan:
@@ -51,7 +62,7 @@ class RecoveryPlan:
     strategy: RecoveryStrategy  # the batch's strategy once the recovery is done
     replay: tuple[str, ...]  # tool calls whose completed effects a re-run gets replayed
     cleared: tuple[str, ...]  # freed effect keys deleted: a re-run sends them afresh
-    review: tuple[str, ...]  # effect keys still waiting for a verdict
+    review: tuple[str, ...]  # effect keys still waiting for a decision
     archived: bool
     next_step: str
 

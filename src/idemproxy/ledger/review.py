@@ -1,7 +1,7 @@
-"""The review queue: effects whose outcome is unknown, and an operator's verdict on each.
+"""The review queue: effects whose outcome is unknown, and an operator's decision on each.
 
-A verdict is compare-and-set on the record's state: it applies only while the record is still
-``unknown``. If it completed meanwhile, or another operator resolved it first, the verdict is
+A decision is compare-and-set on the record's state: it applies only while the record is still
+``unknown``. If it completed meanwhile, or another operator resolved it first, the decision is
 refused with the record as it stands, and nothing changes.
 """
 
@@ -27,25 +27,25 @@ from idemproxy.store.records import (
 RESOLVED_TTL_S = 7 * 86_400
 
 
-class Verdict(StrEnum):
+class Decision(StrEnum):
     APPLIED = "applied"
     NOT_APPLIED = "not_applied"
 
     @classmethod
-    def parse(cls, text: str) -> Verdict:
+    def parse(cls, text: str) -> Decision:
         """``applied``, ``not_applied`` or ``not-applied``."""
         try:
             return cls(text.replace("-", "_"))
         except ValueError:
             raise RequestRefused(
                 ProblemCode.INVALID_REQUEST,
-                f"{text!r} is not a verdict: resolve as 'applied' (the effect happened) or"
+                f"{text!r} is not a decision: resolve as 'applied' (the effect happened) or"
                 " 'not_applied' (it did not; the key is freed)",
             ) from None
 
     @property
     def state(self) -> RecordState:
-        return RecordState.COMPLETED if self is Verdict.APPLIED else RecordState.NOT_APPLIED
+        return RecordState.COMPLETED if self is Decision.APPLIED else RecordState.NOT_APPLIED
 
 
 def parse_key(text: str) -> RecordKey:
@@ -90,18 +90,18 @@ class Review:
     async def resolve(
         self,
         key: RecordKey,
-        verdict: Verdict,
+        decision: Decision,
         actor: str,
         note: str = "",
         response: StoredResponse | None = None,
         external_id: str = "",
     ) -> EffectRecord:
-        """Apply the verdict if the record is still unknown; 409 with its state otherwise."""
+        """Apply the decision if the record is still unknown; 409 with its state otherwise."""
         await self._limit.check(key.agent)
-        reason = f"resolved {verdict.value} by {actor}" + (f": {note}" if note else "")
+        reason = f"resolved {decision.value} by {actor}" + (f": {note}" if note else "")
         resolution = Resolution(
-            verdict.state,
-            response=response if verdict is Verdict.APPLIED else None,
+            decision.state,
+            response=response if decision is Decision.APPLIED else None,
             external_id=external_id,
             reason=reason,
             ttl_s=RESOLVED_TTL_S,
@@ -112,7 +112,7 @@ class Review:
             actor=actor,
             target=str(key),
             before=RecordState.UNKNOWN.value,
-            after=verdict.state.value,
+            after=decision.state.value,
             note=note,
         )
         result = await self._store.resolve(key, RecordState.UNKNOWN, resolution, audit)
@@ -122,7 +122,7 @@ class Review:
             raise RequestRefused(
                 ProblemCode.STATE_CONFLICT,
                 f"effect {key} is {result.record.state.value}, not unknown: it was resolved or"
-                " completed meanwhile, so this verdict changed nothing",
+                " completed meanwhile, so this decision changed nothing",
                 extra={
                     "state": result.record.state.value,
                     "record": documents.record(result.record),

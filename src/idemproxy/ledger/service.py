@@ -20,7 +20,7 @@ from idemproxy.ledger.documents import Document
 from idemproxy.ledger.losses import StoreLosses
 from idemproxy.ledger.pause import Pauses
 from idemproxy.ledger.recovery import RecoverMode, Recovery
-from idemproxy.ledger.review import Review, Verdict, not_found, parse_key
+from idemproxy.ledger.review import Decision, Review, not_found, parse_key
 from idemproxy.store.base import Store
 from idemproxy.store.journal import AuditEntry, DeliveryCursor
 from idemproxy.store.records import StoredResponse
@@ -54,13 +54,13 @@ class Operator(Protocol):
     async def events(self, agent: str, after: str | None, limit: int) -> Document: ...
     async def batch(self, agent: str, batch: str) -> Document: ...
     async def recover(
-        self, agent: str, batch: str, mode: str, actor: str, note: str
+        self, agent: str, batch: str, mode: RecoverMode, actor: str, note: str
     ) -> Document: ...
     async def review(self, agent: str | None, limit: int) -> Document: ...
     async def resolve(
         self,
         key: str,
-        verdict: str,
+        decision: Decision,
         actor: str,
         note: str,
         external_id: str = "",
@@ -150,15 +150,10 @@ class LedgerService:
     async def batch(self, agent: str, batch: str) -> Document:
         return documents.value(await self._recovery.progress(agent, batch))
 
-    async def recover(self, agent: str, batch: str, mode: str, actor: str, note: str) -> Document:
-        try:
-            recover_mode = RecoverMode(mode)
-        except ValueError:
-            raise RequestRefused(
-                ProblemCode.INVALID_REQUEST,
-                f"{mode!r} is not a recovery strategy; use auto, restart or abandon",
-            ) from None
-        plan = await self._recovery.recover(agent, batch, recover_mode, actor, note)
+    async def recover(
+        self, agent: str, batch: str, mode: RecoverMode, actor: str, note: str
+    ) -> Document:
+        plan = await self._recovery.recover(agent, batch, mode, actor, note)
         return documents.value(plan)
 
     async def review(self, agent: str | None, limit: int) -> Document:
@@ -170,7 +165,7 @@ class LedgerService:
     async def resolve(
         self,
         key: str,
-        verdict: str,
+        decision: Decision,
         actor: str,
         note: str,
         external_id: str = "",
@@ -178,7 +173,7 @@ class LedgerService:
     ) -> Document:
         record = await self._review.resolve(
             parse_key(key),
-            Verdict.parse(verdict),
+            decision,
             actor,
             note,
             response=stored_response(response) if response is not None else None,

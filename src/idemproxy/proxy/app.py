@@ -7,12 +7,11 @@ from collections.abc import AsyncIterator
 from aiohttp import ClientSession, TCPConnector, web
 
 from idemproxy import __version__
-from idemproxy.proxy.effects import EffectFlow
+from idemproxy.effects.flow import EffectFlow
 from idemproxy.proxy.forward import SKIP_AUTO_HEADERS
-from idemproxy.proxy.handler import ProxyHandler, ProxyState
+from idemproxy.proxy.handler import ProxyHandler
 from idemproxy.proxy.malformed import quiet_malformed_requests
-
-PROXY_STATE = web.AppKey("proxy_state", ProxyState)
+from idemproxy.proxy.state import CLIENT_SESSION, EFFECT_FLOW, PROXY_STATE, ProxyState
 
 # Shorter than the idle timeout of common servers (nginx and aiohttp keep 75 s), so a pooled
 # connection is retired by us before the upstream closes it under a request we just sent: that
@@ -20,7 +19,8 @@ PROXY_STATE = web.AppKey("proxy_state", ProxyState)
 POOL_KEEPALIVE_S = 15.0
 
 
-async def _client_session(app: web.Application) -> AsyncIterator[None]:
+async def _session_and_flow(app: web.Application) -> AsyncIterator[None]:
+    """Open the pooled session and build the flow on it as the app starts; close it at the end."""
     state = app[PROXY_STATE]
     limit = sum(upstream.max_connections for upstream in state.config.upstreams.values()) or 100
     session = ClientSession(
@@ -29,8 +29,8 @@ async def _client_session(app: web.Application) -> AsyncIterator[None]:
         skip_auto_headers=SKIP_AUTO_HEADERS,
         headers={"Via": f"1.1 idemproxy/{__version__}"},
     )
-    state.session = session
-    state.flow = EffectFlow(
+    app[CLIENT_SESSION] = session
+    app[EFFECT_FLOW] = EffectFlow(
         state.store,
         state.attempts,
         state.metrics,
@@ -46,6 +46,6 @@ def build_proxy_app(state: ProxyState) -> web.Application:
     quiet_malformed_requests()
     app = web.Application(client_max_size=0)
     app[PROXY_STATE] = state
-    app.cleanup_ctx.append(_client_session)
+    app.cleanup_ctx.append(_session_and_flow)
     app.router.add_route("*", "/{tail:.*}", ProxyHandler(state).handle)
     return app

@@ -5,13 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import Any
 
-from aiohttp import ClientSession, web
-from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp import web
 
-from idemproxy.config.settings import ProxyConfig
 from idemproxy.effectkeys import (
     ACTION_HEADER,
     AGENT_HEADER,
@@ -24,15 +20,18 @@ from idemproxy.effectkeys import (
     resolve_agent,
     resolve_effect_key,
 )
-from idemproxy.encodings import UndecodableBody, decoded
+from idemproxy.effects.context import EffectContext
+from idemproxy.effects.outcome import Outcome, outcome_headers
+from idemproxy.effects.paused import COMPENSATES_HEADER, PauseGate
+from idemproxy.effects.refusals import store_unavailable, upstream_failed
+from idemproxy.effects.seal import SEAL_HEADER, forged_compensation
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.fingerprint import fingerprint
 from idemproxy.logs import info_fields
-from idemproxy.metrics import Children, Metrics
+from idemproxy.metrics import Children
 from idemproxy.policies.kinds import EffectClass
 from idemproxy.policies.route import Route
-from idemproxy.proxy.attempts import Attempts
-from idemproxy.proxy.effects import EffectContext, EffectFlow
+from idemproxy.proxy.body import decoded_body, read_body
 from idemproxy.proxy.endpoints import (
     ask_identity_encoding,
     rewrites_endpoints,
@@ -40,38 +39,17 @@ from idemproxy.proxy.endpoints import (
 )
 from idemproxy.proxy.forward import UpstreamFailure
 from idemproxy.proxy.headers import client_response_headers, upstream_request_headers
-from idemproxy.proxy.outcome import Outcome, outcome_headers
-from idemproxy.proxy.paused import COMPENSATES_HEADER, PauseGate
 from idemproxy.proxy.problems import problem_response
 from idemproxy.proxy.relay import relay
 from idemproxy.proxy.retry import exchange_retried
-from idemproxy.proxy.seal import SEAL_HEADER, CompensationSeal, forged_compensation
-from idemproxy.proxy.upstreams import Target, Upstream, resolve_target
-from idemproxy.proxy.verdicts import store_unavailable
+from idemproxy.proxy.state import CLIENT_SESSION, EFFECT_FLOW, ProxyState
+from idemproxy.proxy.upstreams import Target, resolve_target
 from idemproxy.scopes import request_scope, scoped
-from idemproxy.store.base import Store, StoreError
+from idemproxy.store.base import StoreError
 from idemproxy.storeguard import StoreGuard
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("idemproxy.access")
-
-
-@dataclass
-class ProxyState:
-    config: ProxyConfig
-    upstreams: dict[str, Upstream]
-    store: Store
-    metrics: Metrics
-    attempts: Attempts
-    guard: StoreGuard  # whether the store keeps records: effects wait on its verdict
-    # Proves a compensation is the admin API's own; one per serving process tree, shared by
-    # the proxy and admin listeners of every worker.
-    seal: CompensationSeal = field(default_factory=CompensationSeal.generate)
-    session: ClientSession | None = None
-    flow: EffectFlow | None = None
-    draining: bool = False
-    # The tasks of the requests being handled, so shutdown can wait for them and then cancel.
-    handlers: set[asyncio.Task[Any]] = field(default_factory=set)
 
 
 def key_headers(request: web.Request) -> KeyHeaders:
@@ -83,70 +61,6 @@ def key_headers(request: web.Request) -> KeyHeaders:
         step=h.get(STEP_HEADER),
         action=h.get(ACTION_HEADER),
         idempotency_key=h.get(IDEMPOTENCY_KEY_HEADER),
-    )
-
-
-async def read_body(request: web.Request, limit_bytes: int) -> bytes:
-    """The whole request body, refused as soon as it is known to exceed the route's limit.
-
-    A body cut short (the client left, or its chunked framing broke) is refused as well:
-    nothing has been claimed or sent yet, so an incomplete request never becomes an effect.
-    """
-    try:
-        return await _read_within(request, limit_bytes)
-    except (ConnectionResetError, HttpProcessingError) as exc:
-        raise RequestRefused(
-            ProblemCode.INVALID_REQUEST,
-            "the request body ended before it was complete; nothing was sent: resend it whole",
-        ) from exc
-
-
-async def _read_within(request: web.Request, limit_bytes: int) -> bytes:
-    length = request.content_length
-    if length is not None:
-        if length > limit_bytes:
-            raise body_too_large(limit_bytes)
-        return await request.read()  # the parser stops at Content-Length
-    body = bytearray()
-    async for chunk in request.content.iter_any():
-        body += chunk
-        if len(body) > limit_bytes:
-            raise body_too_large(limit_bytes)
-    return bytes(body)
-
-
-def decoded_body(request: web.Request, body: bytes, limit_bytes: int) -> bytes:
-    """The request body with its content coding undone, within the route's limit.
-
-    An effect's identity is its content: the same JSON gzipped a second later (gzip stores a
-    timestamp) is the same effect. The decoded body is also what is forwarded, so what the
-    upstream gets is what was fingerprinted and what an adapter rewrote.
-    """
-    coding = request.headers.get("Content-Encoding", "")
-    if not coding:
-        return body
-    try:
-        return decoded(body, coding, limit_bytes)
-    except UndecodableBody as exc:
-        if exc.too_large:
-            raise body_too_large(limit_bytes, when_decoded=True) from exc
-        if exc.unsupported:
-            raise RequestRefused(
-                ProblemCode.UNSUPPORTED_CONTENT_ENCODING, f"{exc}; nothing was sent"
-            ) from exc
-        raise RequestRefused(
-            ProblemCode.INVALID_REQUEST,
-            f"the request says Content-Encoding: {coding} but {exc}; nothing was sent: send the"
-            " body encoded as it says, or uncompressed without Content-Encoding",
-        ) from exc
-
-
-def body_too_large(limit_bytes: int, *, when_decoded: bool = False) -> RequestRefused:
-    what = "decodes to more than" if when_decoded else "exceeds"
-    return RequestRefused(
-        ProblemCode.BODY_TOO_LARGE,
-        f"the request body {what} this route's limit of {limit_bytes} bytes, so nothing was"
-        " sent; send less, or raise max_body_bytes in the route's policy",
     )
 
 
@@ -174,6 +88,7 @@ class ProxyHandler:
         self.state.handlers.add(task)
         upstream_name = route_name = "-"
         effect_key: str | None = None
+        outcome: Outcome | ProblemCode
         try:
             target = resolve_target(request.raw_path, self.state.upstreams)
             upstream_name = target.upstream.name
@@ -212,7 +127,7 @@ class ProxyHandler:
 
     async def _dispatch(
         self, request: web.Request, target: Target, route: Route
-    ) -> tuple[web.StreamResponse, Outcome | ProblemCode, str | None]:
+    ) -> tuple[web.StreamResponse, Outcome, str | None]:
         state = self.state
         if route.effect is EffectClass.SAFE:
             response = await self._forward_unrecorded(request, target, route, streamed=True)
@@ -246,7 +161,6 @@ class ProxyHandler:
                 request, target, route, streamed=False, body=body
             )
             return response, Outcome.PASSTHROUGH, None
-        assert state.flow is not None
         if key.source is KeySource.CONTENT:
             # One effect per content for the window: its record lives exactly that long.
             route = route.model_copy(update={"ttl_s": route.content_window_s})
@@ -257,7 +171,7 @@ class ProxyHandler:
         try:
             if not guard.admits:  # costs nothing while the last check found the store safe
                 await _admit(guard)
-            response, outcome = await state.flow.handle(context)
+            response, outcome = await request.app[EFFECT_FLOW].handle(context)
         except RequestRefused as refusal:
             if refusal.code is ProblemCode.STORE_UNAVAILABLE:
                 guard.suspect()  # a store back from an outage may be back empty
@@ -291,7 +205,6 @@ class ProxyHandler:
     ) -> web.StreamResponse:
         """Forward without a record: reads (retried per the route), and effects a route lets
         through unprotected."""
-        assert self.state.session is not None
         if route.retry is not None and streamed:
             # A request that may be sent again is read first; safe routes are small reads.
             body = await read_body(request, route.max_body_bytes) if request.body_exists else None
@@ -306,7 +219,7 @@ class ProxyHandler:
         started = time.perf_counter()
         try:
             sending = exchange_retried(
-                self.state.session,
+                request.app[CLIENT_SESSION],
                 request.method,
                 target.url,
                 headers,
@@ -331,13 +244,4 @@ class ProxyHandler:
                 )
                 return response
         except UpstreamFailure as failure:
-            if failure.sent:
-                code = ProblemCode.UPSTREAM_DISCONNECTED
-                if failure.timed_out:
-                    code = ProblemCode.UPSTREAM_TIMEOUT
-                detail = f"the upstream did not answer: {failure.reason}"
-                raise RequestRefused(code, detail) from failure
-            raise RequestRefused(
-                ProblemCode.UPSTREAM_UNREACHABLE,
-                f"nothing was sent ({failure.reason}); retrying is safe",
-            ) from failure
+            raise upstream_failed(failure) from failure

@@ -47,18 +47,6 @@ STORED_HEADERS = frozenset(
         "anthropic-organization-id",
     }
 )
-SECRET_HEADERS = frozenset(
-    {
-        "authorization",
-        "proxy-authorization",
-        "cookie",
-        "set-cookie",
-        "x-api-key",
-        "api-key",
-        "x-goog-api-key",
-        "x-auth-token",
-    }
-)
 
 
 def nominated_by_connection(headers: MultiMapping[str]) -> set[str]:

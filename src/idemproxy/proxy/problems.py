@@ -65,10 +65,6 @@ def should_retry_headers(retry: bool) -> dict[str, str]:
     return {"x-should-retry": value, "Stripe-Should-Retry": value}
 
 
-def problem_status(code: ProblemCode) -> int:
-    return _STATUS[code][0]
-
-
 def problem_response(
     code: ProblemCode,
     detail: str,

@@ -1,7 +1,7 @@
 """What an upstream adapter decides, as values the proxy acts on.
 
 An adapter never talks to the network itself: it rewrites an outgoing request so it carries the
-upstream's own dedupe key, says how an ``unknown`` outcome can be settled (re-send under the same
+upstream's own dedupe key, says how an ``unknown`` outcome can be reconciled (re-send under the same
 key, read the effect back, or leave it for review) and reads the answer of a read-back. The
 proxy does the sending. The base class is the ``none`` adapter: no native key, review only.
 """
@@ -18,8 +18,8 @@ from idemproxy.policies.kinds import AdapterName
 JSON_CONTENT_TYPE = "application/json"
 
 
-class Settle(StrEnum):
-    """How an ``unknown`` outcome of a native-key request can be settled without a human."""
+class Plan(StrEnum):
+    """How an ``unknown`` outcome of a native-key request can be reconciled without a human."""
 
     RESEND = "resend"  # the upstream still dedupes the native key: sending again is safe
     READ_BACK = "read_back"  # ask the upstream whether the effect exists
@@ -76,7 +76,7 @@ class Answer:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class Finding:
     """What a read-back found; for ``PRESENT`` the JSON answer a repeat of the effect replays.
 
     ``ABSENT`` means the effect did not happen: the key may be sent again. ``detail`` says why,
@@ -116,10 +116,10 @@ class Adapter:
         """The request to send: the same bytes for every attempt of one effect."""
         return Outgoing(attempt.body)
 
-    def settle(self, path: str, age_ms: int) -> Settle:
+    def plan(self, path: str, age_ms: int) -> Plan:
         """How an unknown outcome of a request to ``path`` whose first attempt is ``age_ms``
-        old may be settled."""
-        return Settle.REVIEW
+        old may be reconciled."""
+        return Plan.REVIEW
 
     def within_window(self, age_ms: int) -> bool:
         """True while the upstream still dedupes a native key first sent ``age_ms`` ago."""
@@ -129,11 +129,11 @@ class Adapter:
         """The reads that show whether ``sent`` took effect; none: it cannot be read back."""
         return ()
 
-    def verdict(self, attempt: Attempt, sent: Outgoing, answers: Sequence[Answer]) -> Verdict:
+    def finding(self, attempt: Attempt, sent: Outgoing, answers: Sequence[Answer]) -> Finding:
         """What the answers to :meth:`read_back`'s reads, in order, say about the effect."""
-        return Verdict(Found.UNSURE)
+        return Finding(Found.UNSURE)
 
-    def verifies(self, path: str, status: int) -> bool:
+    def reconciles_answer(self, path: str, status: int) -> bool:
         """True when an answer with ``status`` to a native-key request to ``path`` calls for a
         read-back."""
         return False

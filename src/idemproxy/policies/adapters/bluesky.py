@@ -1,4 +1,4 @@
-"""Bluesky (AT Protocol): repository writes are settled by reading their records back.
+"""Bluesky (AT Protocol): repository writes are reconciled by reading their records back.
 
 A record key is unique in a repository, so every create the agent leaves without one
 (``createRecord``, and each create in ``applyWrites``) gets a TID derived from the effect: its
@@ -7,7 +7,7 @@ and every repeat of the effect sends the same key. A second create under it fail
 answers 500) instead of posting twice, and ``com.atproto.repo.getRecord`` of each key the
 request writes tells whether it took effect (bluesky_writes.py says how). A 5xx to a write
 therefore means "read it back", not "failed". ``uploadBlob`` is content-addressed: sending the
-same bytes again makes the same blob, so its unknown outcome is settled by sending it again.
+same bytes again makes the same blob, so its unknown outcome is reconciled by sending it again.
 
 Session and account calls return a DID document whose PDS endpoint the client switches to; the
 adapter points it back at the proxy so later calls stay protected.
@@ -26,11 +26,11 @@ from idemproxy.policies.adapters.base import (
     Adapter,
     Answer,
     Attempt,
+    Finding,
     Found,
     Outgoing,
+    Plan,
     ReadBack,
-    Settle,
-    Verdict,
     is_json,
     key_digest,
     method_of,
@@ -101,10 +101,10 @@ class BlueskyAdapter(Adapter):
         body = orjson.dumps(document) if creates else attempt.body
         return Outgoing(body, native=True)
 
-    def settle(self, path: str, age_ms: int) -> Settle:
+    def plan(self, path: str, age_ms: int) -> Plan:
         if method_of(path) == UPLOAD_BLOB:
-            return Settle.RESEND
-        return Settle.READ_BACK
+            return Plan.RESEND
+        return Plan.READ_BACK
 
     def read_back(self, attempt: Attempt, sent: Outgoing) -> tuple[ReadBack, ...]:
         writes = _sent_writes(attempt, sent)
@@ -118,11 +118,11 @@ class BlueskyAdapter(Adapter):
             reads.append(_get_record(base, write.repo, write.collection, earlier))
         return tuple(reads)
 
-    def verdict(self, attempt: Attempt, sent: Outgoing, answers: Sequence[Answer]) -> Verdict:
+    def finding(self, attempt: Attempt, sent: Outgoing, answers: Sequence[Answer]) -> Finding:
         writes = _sent_writes(attempt, sent)
         document = json_object(sent.body)
         if not writes or document is None or len(answers) < len(writes):
-            return Verdict(Found.UNSURE)
+            return Finding(Found.UNSURE)
         volatile = attempt.volatile_fields
         judged = [judge(w, a, document, volatile) for w, a in zip(writes, answers, strict=False)]
         if _legacy_key(attempt) and judged[0].found is Found.ABSENT and len(answers) > 1:
@@ -133,12 +133,12 @@ class BlueskyAdapter(Adapter):
         found = combined(judged)
         details = "; ".join(j.detail for j in judged if j.detail)
         if found is not Found.PRESENT:
-            return Verdict(found, detail=details)
+            return Finding(found, detail=details)
         answer = _answer(attempt.method, writes, judged)
         uri = next((j.result["uri"] for j in judged if j.result and "uri" in j.result), "")
-        return Verdict(Found.PRESENT, orjson.dumps(answer), external_id=uri or _uri(writes[0]))
+        return Finding(Found.PRESENT, orjson.dumps(answer), external_id=uri or _uri(writes[0]))
 
-    def verifies(self, path: str, status: int) -> bool:
+    def reconciles_answer(self, path: str, status: int) -> bool:
         return status >= 500 and method_of(path) != UPLOAD_BLOB
 
     def rewrites_session(self, path: str) -> bool:

@@ -162,7 +162,7 @@ def _with_value(document: dict[str, Any], at: tuple[str | int, ...], value: Any)
 
 
 def combined(judged: list[Judged]) -> Found:
-    """One verdict for writes that are one commit: any write proven undone means none was."""
+    """One finding for writes that are one commit: any write proven undone means none was."""
     if any(j.found is Found.ABSENT for j in judged):
         return Found.ABSENT
     if judged and all(j.found is Found.PRESENT for j in judged):

@@ -17,7 +17,7 @@ from idemproxy.policies.adapters.base import (
     Adapter,
     Attempt,
     Outgoing,
-    Settle,
+    Plan,
     is_json,
     key_digest,
 )
@@ -65,5 +65,5 @@ class DiscordAdapter(Adapter):
             return Outgoing(body) if sent is None else Outgoing(sent, native=True)
         return Outgoing(body)
 
-    def settle(self, path: str, age_ms: int) -> Settle:
-        return Settle.RESEND if self.within_window(age_ms) else Settle.REVIEW
+    def plan(self, path: str, age_ms: int) -> Plan:
+        return Plan.RESEND if self.within_window(age_ms) else Plan.REVIEW

@@ -6,7 +6,7 @@ and runs the request if it never got it, so inside that window a re-send is alwa
 
 from __future__ import annotations
 
-from idemproxy.policies.adapters.base import Adapter, Attempt, Outgoing, Settle, key_digest
+from idemproxy.policies.adapters.base import Adapter, Attempt, Outgoing, Plan, key_digest
 from idemproxy.policies.kinds import AdapterName
 
 IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
@@ -23,5 +23,5 @@ class StripeAdapter(Adapter):
         key = stripe_key(attempt.effect_key)
         return Outgoing(attempt.body, {IDEMPOTENCY_KEY_HEADER: key}, native=True)
 
-    def settle(self, path: str, age_ms: int) -> Settle:
-        return Settle.RESEND if self.within_window(age_ms) else Settle.REVIEW
+    def plan(self, path: str, age_ms: int) -> Plan:
+        return Plan.RESEND if self.within_window(age_ms) else Plan.REVIEW

@@ -25,7 +25,7 @@ MAX_AGENTS = 10_000
 
 # The header that marks an operator's compensation (ledger/compensator.py): it is sent while
 # the agent is paused, and neither waits for nor counts toward the agent's pause. Only with the
-# seal of the proxy's own sender (proxy/seal.py); an agent's copy of it is refused.
+# seal of the proxy's own sender (effects/seal.py); an agent's copy of it is refused.
 COMPENSATES_HEADER = "Idem-Compensates"
 
 

@@ -8,7 +8,7 @@ its end compared with the text the request adds:
 - none of it: the request is sent as it came
 
 The answer's ``Idem-Append`` header says which (``present``, ``remainder``, ``appended``). An
-append whose outcome is unknown needs no review: the next attempt's read-back settles it.
+append whose outcome is unknown needs no review: the next attempt's read-back reconciles it.
 """
 
 from __future__ import annotations
@@ -16,28 +16,24 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 import aiohttp
 import orjson
 from aiohttp import ClientSession, web
-from multidict import CIMultiDict
 from yarl import URL
 
+from idemproxy.effects.answers import done_answer
+from idemproxy.effects.context import EffectContext
+from idemproxy.effects.outcome import Outcome
+from idemproxy.effects.reconciled import ClaimAgain
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.jsonpointer import replace_at, resolve
 from idemproxy.policies.append import AppendRule
 from idemproxy.policies.placeholders import MissingValue, Values, fill_text, path_params
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
 from idemproxy.proxy.headers import own_read_headers
-from idemproxy.proxy.native import Reconciled
-from idemproxy.proxy.outcome import Outcome, outcome_headers
-from idemproxy.proxy.problems import should_retry_headers
 from idemproxy.store.base import Store, StoreError
 from idemproxy.store.records import RecordKey, RecordState, Resolution, Settlement, StoredResponse
-
-if TYPE_CHECKING:
-    from idemproxy.proxy.effects import EffectContext
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +48,22 @@ class AppendCase(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Checked:
-    """What the read-back decided: the context to send (``context``), or an answer and the
-    settlement that records it when nothing is to be sent."""
+class Send:
+    """Send this request: the agent's, with only what the value's end lacks."""
 
-    case: AppendCase
     context: EffectContext
-    settlement: Settlement | None = None
-    response: web.Response | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Present:
+    """The whole text is already there: answer ``response``, recorded by ``settlement``, and
+    send nothing."""
+
+    response: web.Response
+    settlement: Settlement
+
+
+Checked = Send | Present
 
 
 def tail_overlap(value: str, text: str) -> int:
@@ -90,7 +94,7 @@ def decide(value: str, text: str, min_overlap_chars: int) -> tuple[AppendCase, s
 
 
 @dataclass(frozen=True, slots=True)
-class ReadBack:
+class CurrentValue:
     """The value as the upstream showed it: its text, and the answer it came in."""
 
     value: str
@@ -103,10 +107,8 @@ class AppendGuard:
         self.store = store
         self.session = session
 
-    async def check(self, ctx: EffectContext) -> Checked:
+    async def check(self, ctx: EffectContext, rule: AppendRule) -> Checked:
         """Read the value back and decide; ``RequestRefused`` when that cannot be done."""
-        rule = ctx.route.append
-        assert rule is not None
         text = _appended_text(rule, ctx.body)
         current = await self._read(ctx, rule)
         case, rest = decide(current.value, text, rule.min_overlap_chars)
@@ -122,21 +124,22 @@ class AppendGuard:
                 reason="append: the text was already at the end of the value; nothing sent",
                 ttl_s=ctx.route.ttl_s,
             )
-            return Checked(case, ctx, settlement, _present_response(stored, str(ctx.key)))
+            return Present(done_answer(stored, Outcome.RECONCILED, str(ctx.key)), settlement)
         body = ctx.body if case is AppendCase.APPENDED else _with_text(rule, ctx.body, rest)
-        return Checked(case, replace(ctx, body=body, answer_headers=headers))
+        return Send(replace(ctx, body=body, answer_headers=headers))
 
-    async def reopen(self, key: RecordKey) -> Reconciled:
-        """Free an append whose outcome is unknown: the next attempt's read-back settles it."""
+    async def reconcile(self, key: RecordKey) -> ClaimAgain:
+        """Let an append whose outcome is unknown be claimed again: that attempt's read-back,
+        before it sends anything, tells what the value holds."""
         reason = "append: outcome settled by reading the value back before sending again"
         resolution = Resolution(RecordState.NOT_APPLIED, reason=reason)
         try:
             await self.store.resolve(key, RecordState.UNKNOWN, resolution)
         except StoreError:
-            log.warning("could not reopen an unknown append", extra={"effect_key": str(key)})
-        return Reconciled()
+            log.warning("could not reconcile an unknown append", extra={"effect_key": str(key)})
+        return ClaimAgain()
 
-    async def _read(self, ctx: EffectContext, rule: AppendRule) -> ReadBack:
+    async def _read(self, ctx: EffectContext, rule: AppendRule) -> CurrentValue:
         upstream = ctx.target.upstream
         values = Values(path_params(ctx.route.match.path, ctx.target.path), request=ctx.body)
         try:
@@ -152,10 +155,10 @@ class AppendGuard:
         except (UpstreamFailure, aiohttp.ClientError, TimeoutError) as exc:
             raise _refused(f"reading the value back failed ({exc})") from exc
         if status == 404:
-            return ReadBack("")  # nothing there yet: the append starts it
+            return CurrentValue("")  # nothing there yet: the append starts it
         if status != 200:
             raise _refused(f"reading the value back answered {status}")
-        return ReadBack(_current_value(rule, body), body, content_type)
+        return CurrentValue(_current_value(rule, body), body, content_type)
 
 
 def _refused(why: str) -> RequestRefused:
@@ -203,10 +206,3 @@ def _current_value(rule: AppendRule, body: bytes) -> str:
     if value is None:
         raise _refused(f"the value read back has no text at {rule.value} (append.value)")
     return value
-
-
-def _present_response(stored: StoredResponse, effect_key: str) -> web.Response:
-    headers: CIMultiDict[str] = CIMultiDict(stored.headers)
-    headers.extend(outcome_headers(Outcome.RECONCILED, effect_key))
-    headers.extend(should_retry_headers(False))
-    return web.Response(status=stored.status, body=stored.body, headers=headers)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import gzip
 
+from idemproxy.effects.status import settlement_for
 from idemproxy.policies.route import Route
 from idemproxy.proxy.relay import Relayed
-from idemproxy.proxy.verdicts import settlement_for
 from idemproxy.store.records import RecordState
 
 ROUTE = Route(name="create_message", external_id="/id")

@@ -32,9 +32,6 @@ class Attempts:
     def held(self) -> list[tuple[RecordKey, int]]:
         return [(key, fence) for key, (fence, _) in self._held.items()]
 
-    def __len__(self) -> int:
-        return len(self._held)
-
     async def wait_settled(self, store: Store, key: RecordKey, wait_ms: int) -> None:
         """Return once the key is no longer in flight under a live lease, or ``wait_ms`` passed.
 

@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from idemproxy.proxy.append import AppendCase, decide, tail_overlap
+from idemproxy.effects.append import AppendCase, decide, tail_overlap
 from tests.proxy.conftest import ProxyFactory
 from tests.support.fakes.memory import MEMORY, MemoryService, build_memory_app
 from tests.support.fakes.service import Fault, Planned
@@ -115,7 +115,7 @@ async def test_an_append_cut_off_midway_is_finished_with_only_the_rest(
     assert orjson.loads(body)["value"] == NOTES + ENTRY
 
 
-async def test_an_unknown_append_that_did_land_is_settled_without_sending(
+async def test_an_unknown_append_that_did_land_is_reconciled_without_sending(
     proxy: Client, memory: MemoryService
 ) -> None:
     memory.blocks["notes"] = NOTES

@@ -7,8 +7,8 @@ import zlib
 
 import pytest
 
-from idemproxy.answers import content_encoding, readable_body
 from idemproxy.encodings import UndecodableBody
+from idemproxy.recorded import content_encoding, readable_body
 from idemproxy.store.records import StoredResponse
 
 BODY = b'{"id": "ch_1"}'

@@ -8,11 +8,11 @@ import contextlib
 import time
 from pathlib import Path
 
-from idemproxy.proxy.lease import LeaseKept
+from idemproxy.effects.lease import LeaseKept
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.records import RecordKey, RecordState
+from tests.effects.test_flow import TOOL_CALL, write_policy
 from tests.proxy.conftest import ProxyFactory
-from tests.proxy.test_effects import TOOL_CALL, write_policy
 from tests.support.upstream import EffectLog
 
 LEASE_MS = 150

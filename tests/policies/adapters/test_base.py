@@ -1,4 +1,4 @@
-"""Upstream adapters: native keys derived from the effect key, and what settles an unknown."""
+"""Upstream adapters: native keys derived from the effect key, and the plan for an unknown."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from idemproxy.fingerprint import fingerprint
 from idemproxy.policies.adapters import adapter_for
-from idemproxy.policies.adapters.base import Attempt, Settle
-from idemproxy.policies.adapters.discord import DiscordAdapter, discord_nonce
-from idemproxy.policies.adapters.stripe import StripeAdapter, stripe_key
+from idemproxy.policies.adapters.base import Attempt, Plan
+from idemproxy.policies.adapters.discord import discord_nonce
+from idemproxy.policies.adapters.stripe import stripe_key
 from idemproxy.policies.loader import load_policy
 from idemproxy.policies.matcher import RouteMatcher
 
@@ -41,43 +41,19 @@ def test_native_keys_fit_each_upstreams_rules(key: str) -> None:
     assert len(stripe_key(key)) <= 255
 
 
-def test_stripe_replaces_the_sdks_random_key() -> None:
-    sent = StripeAdapter(3600).outgoing(
-        attempt(b"amount=5", "application/x-www-form-urlencoded", "/v1/charges")
-    )
-    assert sent.native
-    assert sent.body == b"amount=5"
-    assert sent.headers == {"Idempotency-Key": stripe_key("agent/tc:1")}
-
-
-def test_discord_sets_a_derived_enforced_nonce_on_json_sends_only() -> None:
-    adapter = DiscordAdapter(120)
-    sent = adapter.outgoing(attempt(b'{"content":"hi","nonce":"81237","tts":false}'))
-    assert sent.native
-    assert orjson.loads(sent.body) == {
-        "content": "hi",
-        "nonce": discord_nonce("agent/tc:1"),
-        "enforce_nonce": True,
-        "tts": False,
-    }
-    multipart = adapter.outgoing(attempt(b"--x\r\n...", "multipart/form-data; boundary=x"))
-    assert not multipart.native
-    assert multipart.body == b"--x\r\n..."
-
-
-def test_how_each_adapter_settles_an_unknown_outcome() -> None:
+def test_how_each_adapter_plans_to_reconcile_an_unknown_outcome() -> None:
     hour_ms = 3_600_000
     stripe = adapter_for(load_policy("stripe"))
     discord = adapter_for(load_policy("discord"))
     bluesky = adapter_for(load_policy("bluesky"))
-    assert stripe.settle("/v1/charges", hour_ms) is Settle.RESEND
-    assert stripe.settle("/v1/charges", 23 * hour_ms + 1) is Settle.REVIEW
-    assert discord.settle("/v10/channels/1/messages", 119_000) is Settle.RESEND
-    assert discord.settle("/v10/channels/1/messages", 120_000) is Settle.REVIEW
+    assert stripe.plan("/v1/charges", hour_ms) is Plan.RESEND
+    assert stripe.plan("/v1/charges", 23 * hour_ms + 1) is Plan.REVIEW
+    assert discord.plan("/v10/channels/1/messages", 119_000) is Plan.RESEND
+    assert discord.plan("/v10/channels/1/messages", 120_000) is Plan.REVIEW
     create = "/xrpc/com.atproto.repo.createRecord"
-    assert bluesky.settle(create, 100 * hour_ms) is Settle.READ_BACK
-    assert bluesky.settle("/xrpc/com.atproto.repo.uploadBlob", 100 * hour_ms) is Settle.RESEND
-    assert adapter_for(load_policy("slack")).settle("/api/chat.postMessage", 0) is Settle.REVIEW
+    assert bluesky.plan(create, 100 * hour_ms) is Plan.READ_BACK
+    assert bluesky.plan("/xrpc/com.atproto.repo.uploadBlob", 100 * hour_ms) is Plan.RESEND
+    assert adapter_for(load_policy("slack")).plan("/api/chat.postMessage", 0) is Plan.REVIEW
 
 
 DISCORD_CREATE = RouteMatcher(load_policy("discord")).match("POST", "/v10/channels/1/messages")

@@ -53,10 +53,10 @@ def rkeys_of(sent: Outgoing) -> list[str]:
     return [w["rkey"] for w in writes]
 
 
-def verdict_of(tried: Attempt, *answers: Answer) -> tuple[Found, Any, str]:
+def finding_of(tried: Attempt, *answers: Answer) -> tuple[Found, Any, str]:
     sent = adapter.outgoing(tried)
-    verdict = adapter.verdict(tried, sent, answers)
-    return verdict.found, orjson.loads(verdict.body) if verdict.body else None, verdict.detail
+    finding = adapter.finding(tried, sent, answers)
+    return finding.found, orjson.loads(finding.body) if finding.body else None, finding.detail
 
 
 @given(KEYS, st.integers(1_600_000_000_000, 2_000_000_000_000), st.integers(0, 200))
@@ -122,8 +122,8 @@ def test_put_delete_and_blob_uploads_are_sent_as_they_are() -> None:
         assert (sent.native, sent.body) == (True, tried.body)
     blob = Attempt(XRPC + "uploadBlob", "a/tc:1", b"\x89PNG", "image/png", FIRST_ATTEMPT_MS)
     assert adapter.outgoing(blob) == Outgoing(b"\x89PNG", native=True)
-    assert not adapter.verifies(XRPC + "uploadBlob", 500)
-    assert adapter.verifies(XRPC + "createRecord", 500)
+    assert not adapter.reconciles_answer(XRPC + "uploadBlob", 500)
+    assert adapter.reconciles_answer(XRPC + "createRecord", 500)
 
 
 def test_a_create_is_read_back_under_its_key_and_the_key_earlier_versions_derived() -> None:
@@ -144,7 +144,7 @@ def test_a_create_found_with_the_value_sent_is_applied() -> None:
     rkey = derived_tid("a/tc:1", FIRST_ATTEMPT_MS)
     stored = {"text": "hi", "$type": POST, "createdAt": "2026-12-01T10:00:00.000Z"}
 
-    assert verdict_of(repeat, found(rkey, stored), NOT_FOUND)[:2] == (
+    assert finding_of(repeat, found(rkey, stored), NOT_FOUND)[:2] == (
         Found.PRESENT,
         {"uri": f"at://{REPO}/{POST}/{rkey}", "cid": f"bafy-{rkey}"},
     )
@@ -156,7 +156,7 @@ def test_a_create_whose_key_holds_another_record_did_not_happen() -> None:
             "record": {"$type": profile, "displayName": "B"}}  # fmt: skip
     theirs = {"$type": profile, "displayName": "A"}
 
-    status, body, detail = verdict_of(attempt("createRecord", mine), found("self", theirs, profile))
+    status, body, detail = finding_of(attempt("createRecord", mine), found("self", theirs, profile))
 
     assert (status, body) == (Found.ABSENT, None)
     assert "another record" in detail
@@ -165,15 +165,15 @@ def test_a_create_whose_key_holds_another_record_did_not_happen() -> None:
 def test_a_create_made_by_an_earlier_version_is_found_under_its_key() -> None:
     tried = attempt("createRecord", create(post("hi")))
     earlier = digest_tid("a/tc:1")
-    status, body, _ = verdict_of(tried, NOT_FOUND, found(earlier, post("hi")))
+    status, body, _ = finding_of(tried, NOT_FOUND, found(earlier, post("hi")))
     assert (status, body["uri"]) == (Found.PRESENT, f"at://{REPO}/{POST}/{earlier}")
-    assert verdict_of(tried, NOT_FOUND, NOT_FOUND)[0] is Found.ABSENT
+    assert finding_of(tried, NOT_FOUND, NOT_FOUND)[0] is Found.ABSENT
 
 
 def test_a_create_that_sends_no_value_is_never_taken_for_one_found() -> None:
     # The PDS refuses such a request; a read-back must not fail on it either.
     tried = attempt("createRecord", {"repo": REPO, "collection": POST})
-    assert verdict_of(tried, found("3k", post("x")), NOT_FOUND)[0] is Found.ABSENT
+    assert finding_of(tried, found("3k", post("x")), NOT_FOUND)[0] is Found.ABSENT
 
 
 @pytest.mark.parametrize(
@@ -182,25 +182,25 @@ def test_a_create_that_sends_no_value_is_never_taken_for_one_found() -> None:
 )
 def test_an_answer_that_shows_nothing_leaves_it_unsure(answer: Answer) -> None:
     tried = attempt("createRecord", create(post("hi")))
-    assert verdict_of(tried, answer, NOT_FOUND)[0] is Found.UNSURE
+    assert finding_of(tried, answer, NOT_FOUND)[0] is Found.UNSURE
 
 
 def test_a_put_is_applied_only_when_the_record_holds_its_value() -> None:
     put = {"repo": REPO, "collection": POST, "rkey": "3k", "record": post("new")}
     tried = attempt("putRecord", put, CREATED_AT)
-    assert verdict_of(tried, found("3k", post("new", "earlier")))[:2] == (
+    assert finding_of(tried, found("3k", post("new", "earlier")))[:2] == (
         Found.PRESENT,
         {"uri": f"at://{REPO}/{POST}/3k", "cid": "bafy-3k"},
     )
     # The old value, or someone's later write: nothing proves either way.
-    assert verdict_of(tried, found("3k", post("old")))[0] is Found.UNSURE
-    assert verdict_of(tried, NOT_FOUND)[0] is Found.ABSENT
+    assert finding_of(tried, found("3k", post("old")))[0] is Found.UNSURE
+    assert finding_of(tried, NOT_FOUND)[0] is Found.ABSENT
 
 
 def test_a_delete_is_applied_when_the_record_is_gone() -> None:
     tried = attempt("deleteRecord", {"repo": REPO, "collection": POST, "rkey": "3k"})
-    assert verdict_of(tried, NOT_FOUND)[:2] == (Found.PRESENT, {})
-    assert verdict_of(tried, found("3k", post("x")))[0] is Found.ABSENT
+    assert finding_of(tried, NOT_FOUND)[:2] == (Found.PRESENT, {})
+    assert finding_of(tried, found("3k", post("x")))[0] is Found.ABSENT
 
 
 def test_apply_writes_is_one_commit() -> None:
@@ -212,7 +212,7 @@ def test_apply_writes_is_one_commit() -> None:
     tried = attempt("applyWrites", {"repo": REPO, "writes": writes}, "/writes/*/value/createdAt")
     first, second = rkeys_of(adapter.outgoing(tried))[:2]
 
-    status, body, _ = verdict_of(
+    status, body, _ = finding_of(
         tried, found(first, post("a")), found(second, post("b")), NOT_FOUND
     )
 
@@ -226,9 +226,9 @@ def test_apply_writes_is_one_commit() -> None:
             {"$type": "com.atproto.repo.applyWrites#deleteResult"},
         ]
     }  # fmt: skip
-    assert verdict_of(tried, NOT_FOUND, NOT_FOUND, found("3old", post("o")))[0] is Found.ABSENT
+    assert finding_of(tried, NOT_FOUND, NOT_FOUND, found("3old", post("o")))[0] is Found.ABSENT
     # One create there and one missing cannot be one commit: someone else wrote or deleted.
-    assert verdict_of(tried, found(first, post("a")), NOT_FOUND, NOT_FOUND)[0] is Found.ABSENT
+    assert finding_of(tried, found(first, post("a")), NOT_FOUND, NOT_FOUND)[0] is Found.ABSENT
 
 
 def test_account_and_session_answers_keep_the_client_on_the_proxy() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from idemproxy.effects.paused import PauseGate
 from idemproxy.errors import RequestRefused
-from idemproxy.proxy.paused import PauseGate
 from idemproxy.store.control import AgentControl, Pause, PauseOrigin
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.memory import MemoryStore

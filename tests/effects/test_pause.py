@@ -9,8 +9,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from idemproxy.proxy.handler import ProxyState
-from idemproxy.proxy.seal import SEAL_HEADER
+from idemproxy.effects.seal import SEAL_HEADER
+from idemproxy.proxy.state import ProxyState
 from idemproxy.store.control import Pause, PauseOrigin
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.memory import MemoryStore

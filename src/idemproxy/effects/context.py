@@ -1,0 +1,29 @@
+"""One request on an effectful route, as the exactly-once flow and its parts see it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from idemproxy.effectkeys import EffectKey
+from idemproxy.policies.route import Route
+from idemproxy.proxy.upstreams import Target
+
+
+@dataclass(frozen=True, slots=True)
+class EffectContext:
+    """Everything the flow needs about one request, fixed before the claim."""
+
+    request: web.Request
+    target: Target
+    route: Route
+    key: EffectKey
+    body: bytes
+    fingerprint: str
+    answer_headers: tuple[tuple[str, str], ...] = ()  # added to the upstream's answer
+    # An operator's compensation: sent while the agent is paused, not counted toward a pause.
+    operator: bool = False
+    # Known once claimed: when the effect's first attempt was, by the store's clock. Native keys
+    # that carry a time (Bluesky record keys) are cut from it.
+    first_attempt_ms: int = 0

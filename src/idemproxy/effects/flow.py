@@ -1,0 +1,204 @@
+"""The exactly-once flow for one request on an effectful route (SPEC section 4).
+
+claim -> (claimed) forward, relay, settle (effects/forwarding.py)
+      -> (claimed, replicas did not confirm it) release it, 503 store-not-replicated
+      -> (completed) replay the record
+      -> (in flight) wait for the holder, then claim again; still held: 409
+      -> (unknown) 409 outcome-unknown, into review; never a blind re-send
+      -> (another request's key) 409 tool-call-already-acted or 422 (effects/conflicts.py)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import NoReturn
+
+from aiohttp import ClientSession, web
+
+from idemproxy.effectkeys import KeySource
+from idemproxy.effects.answers import replay_response
+from idemproxy.effects.append import AppendGuard
+from idemproxy.effects.attempts import Attempts
+from idemproxy.effects.conflicts import idempotency_key_reused, tool_call_already_acted
+from idemproxy.effects.context import EffectContext
+from idemproxy.effects.forwarding import Forwarder
+from idemproxy.effects.lease import LeaseKept
+from idemproxy.effects.native import NativeDedupe
+from idemproxy.effects.outcome import Outcome
+from idemproxy.effects.paused import agent_paused
+from idemproxy.effects.reconciled import ClaimAgain, Completed, Reconciliation, Review
+from idemproxy.effects.refusals import (
+    outcome_unknown,
+    store_not_replicated,
+    store_unavailable,
+)
+from idemproxy.effects.settler import Settler
+from idemproxy.errors import ProblemCode, RequestRefused
+from idemproxy.metrics import Children, DuplicateKind, Metrics
+from idemproxy.policies.secretpaths import shown_path
+from idemproxy.store.base import Store, StoreError
+from idemproxy.store.records import (
+    ClaimRequest,
+    EffectMeta,
+    EffectRecord,
+    RecordState,
+    Settlement,
+    Unreplicated,
+)
+
+log = logging.getLogger(__name__)
+
+
+class EffectFlow:
+    """Claims each effectful request's key and acts on what the claim finds; one per process."""
+
+    def __init__(
+        self,
+        store: Store,
+        attempts: Attempts,
+        metrics: Metrics,
+        session: ClientSession,
+        pause_after_failures: int = 0,
+        agent_write_timeout_s: float | None = None,
+    ) -> None:
+        self.store = store
+        self.attempts = attempts
+        self.metrics = metrics
+        self._duplicates = Children(metrics.duplicates_blocked)
+        self.settler = Settler(store, metrics, pause_after_failures)
+        self.native = NativeDedupe(store, session)
+        self.appends = AppendGuard(store, session)
+        self.forwarder = Forwarder(
+            session, self.settler, self.native, self.appends, metrics, agent_write_timeout_s
+        )
+
+    async def handle(self, ctx: EffectContext) -> tuple[web.StreamResponse, Outcome]:
+        meta = EffectMeta(
+            batch=ctx.key.batch,
+            tool_call=ctx.key.tool_call,
+            action=ctx.key.action,
+            upstream=ctx.target.upstream.name,
+            method=ctx.request.method,
+            # What the record keeps, and every event, answer and payload made from it, shows.
+            path=shown_path(ctx.route, ctx.target.path),
+        )
+        claim = ClaimRequest(
+            ctx.key.record_key,
+            ctx.fingerprint,
+            meta,
+            ctx.route.lease_ms,
+            ctx.route.ttl_s,
+            ignore_pause=ctx.operator,
+            reworded_may_reclaim=ctx.key.source is KeySource.TOOL_CALL,
+        )
+        waited = reconciled = False
+        while True:
+            try:
+                result = await self.store.claim(claim)
+            except StoreError as exc:
+                raise store_unavailable() from exc
+            if result.claimed and result.unreplicated is not None:
+                await self._release_unreplicated(ctx, result.fence, result.unreplicated)
+            if result.claimed:
+                outcome = Outcome.RECONCILED if reconciled else Outcome.FORWARDED
+                claimed = dataclasses.replace(ctx, first_attempt_ms=result.first_attempt_ms)
+                return await self._attempt(claimed, result.fence, outcome)
+            if result.paused is not None:
+                raise agent_paused(ctx.key.record_key.agent, result.paused)
+            record = result.record
+            assert record is not None
+            other_request = record.fingerprint != ctx.fingerprint
+            if other_request:
+                self._refuse_other_request(ctx, record)
+            if record.state is RecordState.COMPLETED:
+                kind = DuplicateKind.COALESCED if waited else DuplicateKind.REPLAYED
+                self._blocked(ctx, kind)
+                outcome = Outcome.COALESCED if waited else Outcome.REPLAYED
+                return replay_response(record, outcome), outcome
+            if record.state is RecordState.UNKNOWN:
+                # A reconcile re-sends this request, which is not the one in doubt.
+                match await self._reconcile(ctx, record, tried=reconciled or other_request):
+                    case Completed(record=completed):
+                        outcome = Outcome.RECONCILED
+                        return replay_response(completed, outcome), outcome
+                    case ClaimAgain():
+                        reconciled = True
+                        continue
+            if waited:
+                self._blocked(ctx, DuplicateKind.IN_PROGRESS)
+                raise RequestRefused(
+                    ProblemCode.REQUEST_IN_PROGRESS,
+                    "another attempt of this effect is still running; retry after a moment to"
+                    " get its result",
+                    retry_after_s=1,
+                )
+            try:
+                await self.attempts.wait_settled(
+                    self.store, ctx.key.record_key, ctx.route.coalesce_wait_ms
+                )
+            except StoreError as exc:
+                raise store_unavailable() from exc
+            waited = True
+
+    async def _release_unreplicated(
+        self, ctx: EffectContext, fence: int, unreplicated: Unreplicated
+    ) -> NoReturn:
+        """Give back a claim a failover could lose, unsent: the key is free for the repeat.
+
+        Not the agent's failure, so it does not count toward a pause. Should this write be lost
+        too, the claim turns unknown when its lease runs out, and is still never sent.
+        """
+        reason = f"not forwarded: the store's replicas did not confirm the claim ({unreplicated})"
+        released = Settlement(RecordState.NOT_APPLIED, reason=reason, ttl_s=ctx.route.ttl_s)
+        await self.settler.settle(ctx, fence, released, counted=False)
+        raise store_not_replicated(unreplicated)
+
+    def _refuse_other_request(self, ctx: EffectContext, record: EffectRecord) -> None:
+        """Refuse a request whose key belongs to another request, unless that one may still
+        end: a tool call's re-run waits for an attempt in flight, then learns what it did."""
+        if ctx.key.source is not KeySource.TOOL_CALL:
+            self._blocked(ctx, DuplicateKind.REUSED_KEY)
+            raise idempotency_key_reused(record)
+        if record.state is RecordState.COMPLETED:
+            self._blocked(ctx, DuplicateKind.ALREADY_ACTED)
+            raise tool_call_already_acted(record)
+
+    async def _reconcile(
+        self, ctx: EffectContext, record: EffectRecord, tried: bool
+    ) -> Completed | ClaimAgain:
+        """Reconcile an unknown outcome through the upstream adapter, or refuse it for review.
+
+        At most once per request: a re-send that ends unknown again waits for review.
+        """
+        reconciliation: Reconciliation
+        if tried:
+            reconciliation = Review()
+        elif ctx.route.append is not None:
+            reconciliation = await self.appends.reconcile(record.key)
+        else:
+            reconciliation = await self.native.reconcile(ctx, record)
+        match reconciliation:
+            case Review():
+                self._blocked(ctx, DuplicateKind.UNKNOWN)
+                raise outcome_unknown(record)
+            case Completed() | ClaimAgain():
+                return reconciliation
+
+    def _blocked(self, ctx: EffectContext, kind: DuplicateKind) -> None:
+        upstream, route, agent = ctx.target.upstream.name, ctx.route.name, ctx.key.record_key.agent
+        self._duplicates(upstream, route, kind, self.metrics.agent_label(agent)).inc()
+        self.metrics.blocked.count(agent, ctx.key.batch, upstream, route, kind)
+
+    async def _attempt(
+        self, ctx: EffectContext, fence: int, outcome: Outcome
+    ) -> tuple[web.StreamResponse, Outcome]:
+        key = ctx.key.record_key
+        self.attempts.begin(key, fence)
+        try:
+            with LeaseKept(self.store, key, fence, ctx.route.lease_ms):
+                if ctx.route.append is not None:
+                    return await self.forwarder.append(ctx, ctx.route.append, fence, outcome)
+                return await self.forwarder.forward(ctx, fence, outcome)
+        finally:
+            self.attempts.end(key)

@@ -1,0 +1,53 @@
+"""Settling: the attempt that holds the fence writes its own outcome, whatever comes."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+
+from idemproxy.effects.context import EffectContext
+from idemproxy.metrics import Metrics
+from idemproxy.store.base import Store, StoreError
+from idemproxy.store.records import Settlement
+
+log = logging.getLogger(__name__)
+
+_SETTLE_DELAYS_S = (0.05, 0.2, 0.5, 1.0)
+
+
+class Settler:
+    """Writes an attempt's outcome under its fence; counts it toward the agent's pause."""
+
+    def __init__(self, store: Store, metrics: Metrics, pause_after_failures: int = 0) -> None:
+        self.store = store
+        self.metrics = metrics
+        self.pause_after_failures = pause_after_failures
+
+    async def settle(
+        self, ctx: EffectContext, fence: int, settlement: Settlement, *, counted: bool = True
+    ) -> None:
+        """Write the outcome, shielded from cancellation and retried through short store blips.
+
+        If the store stays down the record keeps its lease and turns ``unknown`` once that
+        runs out: the agent got its answer, and a repeat is never sent blindly. A ``counted``
+        outcome of the agent's own effects joins (or ends) its failure streak.
+        """
+        key = ctx.key.record_key
+        if counted and not ctx.operator and self.pause_after_failures:
+            settlement = dataclasses.replace(
+                settlement, pause_after_failures=self.pause_after_failures
+            )
+        for delay_s in (*_SETTLE_DELAYS_S, None):
+            try:
+                held = await asyncio.shield(self.store.settle(key, fence, settlement))
+            except StoreError:
+                if delay_s is None:
+                    log.error("could not record outcome", extra={"effect_key": str(key)})
+                    return
+                await asyncio.sleep(delay_s)
+                continue
+            if not held:
+                self.metrics.fenced_writes.inc()
+                log.warning("late write dropped: lease lost", extra={"effect_key": str(key)})
+            return
