@@ -13,7 +13,7 @@ import pytest
 
 from idemproxy.cli import main
 from idemproxy.store.safety import LossKind
-from idemproxy.store.sqlite_store import SQLiteStore
+from idemproxy.store.sqlite import SQLiteStore
 from tests.admin.conftest import AUTH, AdminClient
 from tests.test_storeguard import SAFE, TunableStore
 

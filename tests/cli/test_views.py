@@ -18,7 +18,7 @@ from idemproxy.store.records import (
     Settlement,
     StoredResponse,
 )
-from idemproxy.store.sqlite_store import SQLiteStore
+from idemproxy.store.sqlite import SQLiteStore
 from tests.support.cli import WIDTH, Ran, idemproxy, widest
 
 AGENT, BATCH = "support-bot", "snowflake-42"

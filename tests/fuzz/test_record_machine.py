@@ -39,7 +39,7 @@ from idemproxy.store.records import (
     StoredResponse,
 )
 from idemproxy.store.redis_store import RedisStore
-from idemproxy.store.sqlite_store import SQLiteStore
+from idemproxy.store.sqlite import SQLiteStore
 from tests.store.conftest import REDIS_URL, delete_keys
 
 T = TypeVar("T")

@@ -11,7 +11,7 @@ from idemproxy.store.base import InvalidStoreURL, Store, StoreNotFound, StoreUna
 from idemproxy.store.factory import open_store, store_location
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.redis_store import RedisStore
-from idemproxy.store.sqlite_store import SQLiteStore
+from idemproxy.store.sqlite import SQLiteStore
 from tests.store.conftest import free_port
 
 

@@ -24,7 +24,7 @@ from idemproxy.store.memory import MemoryStore
 from idemproxy.store.records import RecordKey
 from idemproxy.store.redis_store import RedisStore
 from idemproxy.store.safety import LossKind, Marker, StoreLogAction
-from idemproxy.store.sqlite_store import SQLiteStore
+from idemproxy.store.sqlite import SQLiteStore
 from tests.store.conftest import RedisServer
 from tests.store.test_contract import claim_request
 

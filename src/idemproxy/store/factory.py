@@ -94,7 +94,7 @@ _PASSWORD = re.compile(r"^([a-z+]+://[^/:@]*:)[^/]*@", re.IGNORECASE)
 
 
 def _open_sqlite(url: str, create: bool) -> Store:
-    from idemproxy.store.sqlite_store import SQLiteStore
+    from idemproxy.store.sqlite import SQLiteStore
 
     path = sqlite_path(url)
     if not create:

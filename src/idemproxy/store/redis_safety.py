@@ -22,7 +22,7 @@ from redis.asyncio.cluster import RedisCluster
 from idemproxy.store import layout
 from idemproxy.store.base import StoreCorrupt, StoreUnavailable
 from idemproxy.store.journal import AuditEntry
-from idemproxy.store.memory_safety import fresh_id
+from idemproxy.store.memory.safety import fresh_id
 from idemproxy.store.redis_errors import translated
 from idemproxy.store.redis_journal import decode_audit
 from idemproxy.store.safety import (

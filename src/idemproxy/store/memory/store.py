@@ -15,7 +15,7 @@ from idemproxy.store.control import (
     written_pause,
 )
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
-from idemproxy.store.memory_safety import MEMORY_DURABILITY, MemoryMarker
+from idemproxy.store.memory.safety import MEMORY_DURABILITY, MemoryMarker
 from idemproxy.store.records import (
     ClaimRequest,
     ClaimResult,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.journal import AuditEntry
-from idemproxy.store.memory_safety import fresh_id
+from idemproxy.store.memory.safety import fresh_id
 from idemproxy.store.safety import (
     LOG_LIMIT,
     Durability,
@@ -32,7 +32,7 @@ from idemproxy.store.safety import (
     marked_entry,
     next_check,
 )
-from idemproxy.store.sqlite_journal import audit_entry
+from idemproxy.store.sqlite.journal import audit_entry
 
 TABLES = (
     """CREATE TABLE IF NOT EXISTS store_marker (

@@ -14,8 +14,8 @@ import dataclasses
 import sqlite3
 from collections.abc import Sequence
 
-from idemproxy.store import sqlite_worklist
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
+from idemproxy.store.sqlite import worklist
 from idemproxy.store.work import Work
 
 TABLES = (
@@ -140,7 +140,7 @@ def register(db: sqlite3.Connection, agent: str) -> None:
     """List the agent and put it on the worklists (a no-op where it is listed), in the
     transaction of its claim."""
     db.execute("INSERT OR IGNORE INTO agents (agent) VALUES (?)", (agent,))
-    sqlite_worklist.add(db, agent, Work.REVIEW, Work.DELIVERY)
+    worklist.add(db, agent, Work.REVIEW, Work.DELIVERY)
 
 
 def backfill(db: sqlite3.Connection) -> None:

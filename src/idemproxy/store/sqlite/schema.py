@@ -9,9 +9,9 @@
              its predecessor expired still gets a fence above every earlier one
     clock    the anchor of the file's steady clock for the host's current boot (store/clock.py)
 
-and the ledger's tables of :mod:`.sqlite_journal` (schema 2 added them) and the worklists of
-:mod:`.sqlite_worklist` (schema 3), both gained by an older file when it is opened, and the
-agents' controls of :mod:`.sqlite_control` and the store's marker of :mod:`.sqlite_safety`
+and the ledger's tables of :mod:`.journal` (schema 2 added them) and the worklists of
+:mod:`.worklist` (schema 3), both gained by an older file when it is opened, and the
+agents' controls of :mod:`.control` and the store's marker of :mod:`.safety`
 (made when a file is opened that lacks them).
 """
 
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from idemproxy.store import clock, sqlite_control, sqlite_journal, sqlite_safety, sqlite_worklist
+from idemproxy.store import clock
 from idemproxy.store.base import StoreCorrupt, StoreNotFound
 from idemproxy.store.layout import dump_headers, load_headers
 from idemproxy.store.records import (
@@ -35,6 +35,7 @@ from idemproxy.store.records import (
     StoredResponse,
 )
 from idemproxy.store.retention import FENCE_RETENTION_MS
+from idemproxy.store.sqlite import control, journal, safety, worklist
 from idemproxy.store.work import Work
 
 SCHEMA_VERSION = 3
@@ -101,16 +102,16 @@ def connect(path: Path, busy_timeout_ms: int, *, create: bool = True) -> sqlite3
             raise StoreCorrupt(f"{path} has schema {version}, newer than {SCHEMA_VERSION}")
         tables = (
             *_TABLES,
-            *sqlite_journal.TABLES,
-            *sqlite_control.TABLES,
-            *sqlite_safety.TABLES,
-            *sqlite_worklist.TABLES,
+            *journal.TABLES,
+            *control.TABLES,
+            *safety.TABLES,
+            *worklist.TABLES,
         )
         for statement in tables:
             db.execute(statement)
         if version < SCHEMA_VERSION:
-            sqlite_journal.backfill(db)
-            sqlite_worklist.backfill(db)
+            journal.backfill(db)
+            worklist.backfill(db)
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.execute("COMMIT")
     except BaseException:
@@ -246,7 +247,7 @@ def append_event(
     db: sqlite3.Connection, record: EffectRecord, type_: EventType, now_ms: int
 ) -> None:
     """Add the record's current state to the outbox; its agent goes on delivery's worklist."""
-    sqlite_worklist.add(db, record.key.agent, Work.DELIVERY)
+    worklist.add(db, record.key.agent, Work.DELIVERY)
     meta = record.meta
     db.execute(
         "INSERT INTO events (agent, effect_id, type, batch, tool_call, action, upstream, method,"

@@ -5,9 +5,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from idemproxy.store import sqlite_journal, sqlite_schema
 from idemproxy.store.records import RecordKey, RecordState, Settlement
-from idemproxy.store.sqlite_store import SQLiteStore
+from idemproxy.store.sqlite import SQLiteStore
+from idemproxy.store.sqlite import journal as sqlite_journal
+from idemproxy.store.sqlite import schema as sqlite_schema
 from tests.store.test_contract import claim_request, fence_of
 
 V1_RECORDS = sqlite_schema._TABLES[0]  # the records table as schema 1 wrote it

@@ -11,8 +11,6 @@ import sqlite3
 
 import orjson
 
-from idemproxy.store import sqlite_journal as journal
-from idemproxy.store import sqlite_worklist
 from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.control import (
     AgentControl,
@@ -24,6 +22,7 @@ from idemproxy.store.control import (
 )
 from idemproxy.store.records import RecordKey, Settlement
 from idemproxy.store.retention import CONTROL_RETENTION_S
+from idemproxy.store.sqlite import journal, worklist
 from idemproxy.store.work import Work
 
 TABLES = (
@@ -61,7 +60,7 @@ def save(db: sqlite3.Connection, agent: str, control: AgentControl, now_ms: int)
     """Write the agent's control; a paused agent goes on the sweep's worklist, to be counted."""
     pause = control.pause
     if pause is not None:
-        sqlite_worklist.add(db, agent, Work.REVIEW)
+        worklist.add(db, agent, Work.REVIEW)
     db.execute(
         "INSERT OR REPLACE INTO controls (agent, paused, reason, actor, since_ms, streak,"
         " snapshot, version, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

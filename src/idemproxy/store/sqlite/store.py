@@ -17,16 +17,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from idemproxy.store import sqlite_control as control
-from idemproxy.store import sqlite_journal as journal
-from idemproxy.store import sqlite_safety as safety
-from idemproxy.store import sqlite_schema as schema
-from idemproxy.store import sqlite_worklist as worklist
 from idemproxy.store.base import StoreCorrupt, StoreUnavailable
 from idemproxy.store.clock import SteadyClock
 from idemproxy.store.control import AgentControl, Pause, written_pause
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
-from idemproxy.store.memory import (
+from idemproxy.store.memory.store import (
     HELD_MS,
     claimed_record,
     expires_ms,
@@ -47,6 +42,7 @@ from idemproxy.store.records import (
 )
 from idemproxy.store.retention import ARCHIVE_RETENTION_S, AUDIT_RETENTION_S, EVENT_RETENTION_S
 from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerCheck
+from idemproxy.store.sqlite import control, journal, safety, schema, worklist
 from idemproxy.store.work import Forgotten, Work
 
 T = TypeVar("T")

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from idemproxy.store import sqlite_schema
 from idemproxy.store.base import StoreCorrupt, StoreNotFound, StoreUnavailable
 from idemproxy.store.records import EventType, RecordKey, RecordState
-from idemproxy.store.sqlite_store import SQLiteStore
+from idemproxy.store.sqlite import SQLiteStore
+from idemproxy.store.sqlite import schema as sqlite_schema
 from tests.store.test_contract import claim_request, completed, fence_of
 
 
