@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import multiprocessing
 import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from threading import Barrier
 
 import pytest
 
@@ -215,3 +217,37 @@ def test_processes_opening_a_new_file_at_once_all_open_it(tmp_path: Path) -> Non
         for thread in threads:
             thread.join()
         assert failures == []
+
+
+def _open_new_files(directory: str, rounds: int, start: Barrier) -> list[str]:
+    """In a process of its own: open a store on each new file as the other processes do."""
+
+    async def open_store(path: Path) -> None:
+        store = SQLiteStore(path)
+        try:
+            await store.now_ms()  # the first call opens the file: WAL, tables, clock
+        finally:
+            await store.close()
+
+    failures = []
+    for round_ in range(rounds):
+        start.wait()
+        try:
+            asyncio.run(open_store(Path(directory) / f"new-{round_}.db"))
+        except StoreUnavailable as exc:
+            failures.append(f"round {round_}: {exc}")
+    return failures
+
+
+def test_stores_in_several_processes_opening_a_new_file_at_once_all_open_it(
+    tmp_path: Path,
+) -> None:
+    # Proxy workers start together on one new file: each store's first call must open it, none
+    # be told "database is locked" by another's switch of the file to WAL.
+    processes, rounds = 4, 60
+    context = multiprocessing.get_context("spawn")  # fork is unsafe beside the test's threads
+    with context.Manager() as manager, context.Pool(processes) as pool:
+        start = manager.Barrier(processes)
+        work = [(str(tmp_path), rounds, start)] * processes
+        failures = [f for done in pool.starmap(_open_new_files, work) for f in done]
+    assert failures == []
