@@ -20,6 +20,7 @@ from redis.asyncio.cluster import RedisCluster
 from idemproxy.store import layout, redis_client, redis_durability, redis_scripts, replicas
 from idemproxy.store.base import InvalidStoreURL, StoreCorrupt, StoreUnavailable
 from idemproxy.store.clock import wall_ms
+from idemproxy.store.decisions import EXPIRED_LEASE_REASON
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.records import (
     ClaimRequest,
@@ -45,8 +46,6 @@ from idemproxy.store.redis_wait import WaitedScript, waited_script
 from idemproxy.store.replicas import ReplicaWait
 from idemproxy.store.retention import EVENT_RETENTION_S
 from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerCheck
-
-EXPIRED_LEASE_REASON = "lease expired: the proxy holding this request stopped"
 
 RedisClient = Redis | RedisCluster
 ScriptArg = str | int | bytes

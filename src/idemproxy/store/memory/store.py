@@ -14,6 +14,18 @@ from idemproxy.store.control import (
     counted,
     written_pause,
 )
+from idemproxy.store.decisions import (
+    HELD_MS,
+    ClaimStep,
+    claim_step,
+    claimed_record,
+    expires_ms,
+    holds,
+    lease_lapsed,
+    resolvable,
+    resolved_record,
+    settled_record,
+)
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 from idemproxy.store.memory.safety import MEMORY_DURABILITY, MemoryMarker
 from idemproxy.store.records import (
@@ -30,61 +42,6 @@ from idemproxy.store.records import (
 )
 from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerCheck
 from idemproxy.store.work import Forgotten, Work
-
-EXPIRED_LEASE_REASON = "lease expired: the proxy holding this request stopped"
-
-# The expiry of a record that is held: in flight (its outcome is not written yet) or unknown
-# (nobody knows whether the effect happened). Such a record outlives every TTL: its expiry would
-# free the key, and the next repeat would be sent again. Only an outcome starts the TTL.
-HELD_MS = 1 << 62
-
-
-def expires_ms(state: RecordState, now_ms: int, ttl_s: int) -> int:
-    """When a record entering ``state`` now expires: ``ttl_s`` from now, or never if held."""
-    if state in (RecordState.IN_FLIGHT, RecordState.UNKNOWN):
-        return HELD_MS
-    return now_ms + ttl_s * 1000
-
-
-def lease_lapsed(record: EffectRecord, now_ms: int) -> EffectRecord:
-    """``record``, whose holder let its lease run out, as it stands once that is noticed."""
-    return dataclasses.replace(
-        record, state=RecordState.UNKNOWN, updated_ms=now_ms, reason=EXPIRED_LEASE_REASON
-    )
-
-
-def claimed_record(
-    request: ClaimRequest, previous: EffectRecord | None, fence: int, now_ms: int
-) -> EffectRecord:
-    """A new attempt's record, holding ``fence``; a freed key taken again keeps its history."""
-    return EffectRecord(
-        key=request.key,
-        state=RecordState.IN_FLIGHT,
-        fence=fence,
-        fingerprint=request.fingerprint,
-        meta=request.meta,
-        lease_expires_ms=now_ms + request.lease_ms,
-        created_ms=previous.created_ms if previous else now_ms,
-        updated_ms=now_ms,
-        attempts=(previous.attempts if previous else 0) + 1,
-    )
-
-
-def resolved_record(
-    record: EffectRecord, resolution: Resolution, fence: int, now_ms: int
-) -> EffectRecord:
-    """``record`` after ``resolution``, at the new ``fence``: shared by the backends that
-    resolve in Python."""
-    return dataclasses.replace(
-        record,
-        state=resolution.state,
-        fence=fence,
-        lease_expires_ms=0,
-        updated_ms=now_ms,
-        response=resolution.response,
-        external_id=resolution.external_id,
-        reason=resolution.reason,
-    )
 
 
 class MemoryStore:
@@ -145,21 +102,13 @@ class MemoryStore:
     async def claim(self, request: ClaimRequest) -> ClaimResult:
         now_ms = self._clock_ms()
         record = self._live(request.key, now_ms)
-        if record is not None:
-            if record.state is RecordState.IN_FLIGHT and record.lease_expires_ms <= now_ms:
-                record = self._lapse(record, now_ms)
-                return ClaimResult(claimed=False, fence=record.fence, record=record)
-            reclaimable = record.state is RecordState.NOT_APPLIED and (
-                record.fingerprint == request.fingerprint or request.reworded_may_reclaim
-            )
-            if not reclaimable:
-                # A different fingerprint is refused (key reused), not replayed.
-                if (
-                    record.state is RecordState.COMPLETED
-                    and record.fingerprint == request.fingerprint
-                ):
-                    self._emit(record, EventType.REPLAYED, now_ms)
-                return ClaimResult(claimed=False, fence=record.fence, record=record)
+        step = claim_step(record, request, now_ms)
+        if record is not None and step is ClaimStep.LAPSE:
+            record = self._lapse(record, now_ms)
+        if record is not None and step is ClaimStep.REPLAY:
+            self._emit(record, EventType.REPLAYED, now_ms)
+        if record is not None and step is not ClaimStep.TAKE:
+            return ClaimResult(claimed=False, fence=record.fence, record=record)
         pause = self._controls.get(request.key.agent, AgentControl()).pause
         if pause is not None and not request.ignore_pause:
             return ClaimResult(False, fence=record.fence if record else 0, paused=pause)
@@ -174,25 +123,12 @@ class MemoryStore:
         self._emit(record, EventType.UNKNOWN, now_ms)
         return record
 
-    def _held(self, key: RecordKey, fence: int, now_ms: int) -> EffectRecord | None:
-        record = self._live(key, now_ms)
-        if record is None or record.state is not RecordState.IN_FLIGHT or record.fence != fence:
-            return None
-        return record
-
     async def settle(self, key: RecordKey, fence: int, settlement: Settlement) -> bool:
         now_ms = self._clock_ms()
-        record = self._held(key, fence, now_ms)
-        if record is None:
+        record = self._live(key, now_ms)
+        if record is None or not holds(record, fence):
             return False
-        record = dataclasses.replace(
-            record,
-            state=settlement.state,
-            updated_ms=now_ms,
-            response=settlement.response,
-            external_id=settlement.external_id,
-            reason=settlement.reason,
-        )
+        record = settled_record(record, settlement, now_ms)
         self._records[key] = (record, expires_ms(record.state, now_ms, settlement.ttl_s))
         self._emit(record, settlement.event_type(), now_ms)
         if settlement.pause_after_failures > 0:
@@ -218,7 +154,7 @@ class MemoryStore:
     ) -> ResolveResult:
         now_ms = self._clock_ms()
         record = self._live(key, now_ms)
-        if record is None or record.state is not expected or fence not in (None, record.fence):
+        if record is None or not resolvable(record, expected, fence):
             return ResolveResult(resolved=False, record=record)
         fence = self._next_fence(key.agent, record.fence)
         record = resolved_record(record, resolution, fence, now_ms)
@@ -230,8 +166,8 @@ class MemoryStore:
 
     async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
         now_ms = self._clock_ms()
-        record = self._held(key, fence, now_ms)
-        if record is None:
+        record = self._live(key, now_ms)
+        if record is None or not holds(record, fence):
             return False
         record = dataclasses.replace(record, lease_expires_ms=now_ms + lease_ms)
         self._records[key] = (record, self._records[key][1])

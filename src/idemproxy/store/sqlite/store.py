@@ -20,14 +20,19 @@ from typing import TypeVar
 from idemproxy.store.base import StoreCorrupt, StoreUnavailable
 from idemproxy.store.clock import SteadyClock
 from idemproxy.store.control import AgentControl, Pause, written_pause
-from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
-from idemproxy.store.memory.store import (
+from idemproxy.store.decisions import (
     HELD_MS,
+    ClaimStep,
+    claim_step,
     claimed_record,
     expires_ms,
+    holds,
     lease_lapsed,
+    resolvable,
     resolved_record,
+    settled_record,
 )
+from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 from idemproxy.store.records import (
     ClaimRequest,
     ClaimResult,
@@ -156,16 +161,9 @@ class SQLiteStore:
     async def settle(self, key: RecordKey, fence: int, settlement: Settlement) -> bool:
         def settle(db: sqlite3.Connection, now_ms: int) -> bool:
             found = schema.load(db, key, now_ms)
-            if found is None or not _held(found[0], fence):
+            if found is None or not holds(found[0], fence):
                 return False
-            record = dataclasses.replace(
-                found[0],
-                state=settlement.state,
-                updated_ms=now_ms,
-                response=settlement.response,
-                external_id=settlement.external_id,
-                reason=settlement.reason,
-            )
+            record = settled_record(found[0], settlement, now_ms)
             schema.save(db, record, expires_ms(record.state, now_ms, settlement.ttl_s))
             schema.append_event(db, record, settlement.event_type(), now_ms)
             if settlement.pause_after_failures > 0:
@@ -184,11 +182,7 @@ class SQLiteStore:
     ) -> ResolveResult:
         def resolve(db: sqlite3.Connection, now_ms: int) -> ResolveResult:
             found = schema.load(db, key, now_ms)
-            if (
-                found is None
-                or found[0].state is not expected
-                or fence not in (None, found[0].fence)
-            ):
+            if found is None or not resolvable(found[0], expected, fence):
                 return ResolveResult(resolved=False, record=found[0] if found else None)
             fence_now = schema.next_fence(db, key.agent, found[0].fence, now_ms)
             record = resolved_record(found[0], resolution, fence_now, now_ms)
@@ -203,7 +197,7 @@ class SQLiteStore:
     async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
         def renew(db: sqlite3.Connection, now_ms: int) -> bool:
             found = schema.load(db, key, now_ms)
-            if found is None or not _held(found[0], fence):
+            if found is None or not holds(found[0], fence):
                 return False
             record = dataclasses.replace(found[0], lease_expires_ms=now_ms + lease_ms)
             schema.save(db, record, found[1])
@@ -391,24 +385,17 @@ def _lapse(db: sqlite3.Connection, record: EffectRecord, now_ms: int) -> EffectR
     return record
 
 
-def _held(record: EffectRecord, fence: int) -> bool:
-    return record.state is RecordState.IN_FLIGHT and record.fence == fence
-
-
 def _claim(db: sqlite3.Connection, request: ClaimRequest, now_ms: int) -> ClaimResult:
     """The claim decision of :meth:`Store.claim`, inside the caller's transaction."""
     found = schema.load(db, request.key, now_ms)
     record = found[0] if found else None
-    if found is not None and record is not None:
-        if record.state is RecordState.IN_FLIGHT and record.lease_expires_ms <= now_ms:
-            record = _lapse(db, record, now_ms)
-            return ClaimResult(claimed=False, fence=record.fence, record=record)
-        same_request = record.fingerprint == request.fingerprint
-        freed = record.state is RecordState.NOT_APPLIED
-        if not freed or not (same_request or request.reworded_may_reclaim):
-            if record.state is RecordState.COMPLETED and same_request:
-                schema.append_event(db, record, EventType.REPLAYED, now_ms)
-            return ClaimResult(claimed=False, fence=record.fence, record=record)
+    step = claim_step(record, request, now_ms)
+    if record is not None and step is ClaimStep.LAPSE:
+        record = _lapse(db, record, now_ms)
+    if record is not None and step is ClaimStep.REPLAY:
+        schema.append_event(db, record, EventType.REPLAYED, now_ms)
+    if record is not None and step is not ClaimStep.TAKE:
+        return ClaimResult(claimed=False, fence=record.fence, record=record)
     pause = None if request.ignore_pause else control.load(db, request.key.agent).pause
     if pause is not None:
         return ClaimResult(False, fence=record.fence if record else 0, paused=pause)
