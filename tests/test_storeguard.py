@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from idemproxy.config import StoreSafetyConfig
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.metrics import Metrics
-from idemproxy.store.base import StoreUnavailable
+from idemproxy.store.errors import StoreUnavailable
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.safety import Durability, LossKind
 from idemproxy.storeguard import SafetyStatus, StoreGuard

@@ -7,9 +7,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from idemproxy.metrics import Metrics
-from idemproxy.store.base import Store, StoreError
 from idemproxy.store.control import AgentControl, Pause
+from idemproxy.store.errors import StoreError
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import (
     ClaimRequest,
     ClaimResult,

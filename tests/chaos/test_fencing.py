@@ -17,8 +17,8 @@ import aiohttp
 import orjson
 import pytest
 
-from idemproxy.store.base import Store
 from idemproxy.store.factory import open_store
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import EventType, RecordKey, RecordState, Resolution
 from tests.support.fleet import ChaosUpstream, FleetProxy
 from tests.support.processes import RedisServer, http_get, running

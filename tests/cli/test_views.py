@@ -11,6 +11,7 @@ import pytest
 
 from idemproxy.cli.batch_views import steps
 from idemproxy.store.records import (
+    Claimed,
     ClaimRequest,
     EffectMeta,
     RecordKey,
@@ -39,7 +40,7 @@ async def effect(
 ) -> None:
     meta = EffectMeta(BATCH, tool_call, "post_message", "discord", "POST", PATH)
     claim = await store.claim(ClaimRequest(RecordKey(AGENT, effect_id), "fp", meta, 30_000, 600))
-    assert claim.claimed
+    assert isinstance(claim, Claimed)
     assert await store.settle(RecordKey(AGENT, effect_id), claim.fence, settlement)
 
 

@@ -26,16 +26,19 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from idemproxy.store.base import Store
 from idemproxy.store.memory import MemoryStore
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import (
+    Claimed,
     ClaimRequest,
     EffectMeta,
     EventType,
+    Paused,
     RecordKey,
     RecordState,
     Resolution,
     Settlement,
+    Standing,
     StoredResponse,
 )
 from idemproxy.store.redis_store import RedisStore
@@ -120,16 +123,19 @@ class RecordMachine(RuleBasedStateMachine):
         meta = EffectMeta(batch=batch, tool_call=effect_id, upstream="up", method="POST")
         request = ClaimRequest(self.key(effect_id), fingerprint, meta, lease_ms, TTL_S)
         result = self.run(self.store.claim(request))
-        self.expire_if(expired and result.claimed)
+        claimed = isinstance(result, Claimed)
+        self.expire_if(expired and claimed)
         before = self.model.get(effect_id)
         expected = claim_outcome(before, fingerprint, batch, not expired, self.last_fence)
-        assert result.claimed == (expected.state is RecordState.IN_FLIGHT and expected != before)
-        assert result.fence == expected.fence
-        if result.claimed:
-            self.last_fence = expected.fence
-        if not result.claimed:
-            assert result.record is not None
-            assert result.record.state is expected.state
+        assert claimed == (expected.state is RecordState.IN_FLIGHT and expected != before)
+        match result:
+            case Claimed(fence=fence):
+                assert fence == expected.fence
+                self.last_fence = expected.fence
+            case Standing(record=record):
+                assert (record.fence, record.state) == (expected.fence, expected.state)
+            case Paused():
+                raise AssertionError("no agent of the machine is ever paused")
         self.model[effect_id] = expected
 
     @rule(effect_id=effect_ids, stale=st.booleans(), state=outcomes, status=statuses)

@@ -9,8 +9,15 @@ import pytest
 
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger.service import LedgerService
-from idemproxy.store.base import Store
-from idemproxy.store.records import ClaimRequest, EffectMeta, RecordKey, RecordState
+from idemproxy.store.protocols import Store
+from idemproxy.store.records import (
+    Claimed,
+    ClaimRequest,
+    EffectMeta,
+    RecordKey,
+    RecordState,
+    Standing,
+)
 from tests.ledger.conftest import make_effect
 
 
@@ -43,7 +50,7 @@ async def test_applied_replays_the_given_response_and_is_audited(store: Store, n
     assert (record["state"], record["external_id"], record["status"]) == ("completed", "m-9", 201)
     assert "bob" in record["reason"]
     claim = await store.claim(ClaimRequest(key, "fp", EffectMeta(batch="b1"), 1000, 600))
-    assert claim.record is not None
+    assert isinstance(claim, Standing)
     assert claim.record.response is not None
     assert claim.record.response.body == b'{"a":1}'
     [entry] = await store.read_audit(ns)
@@ -56,7 +63,7 @@ async def test_not_applied_frees_the_key(store: Store, ns: str) -> None:
     key = await make_effect(store, ns, "b1", "c1", RecordState.UNKNOWN)
     await LedgerService(store).resolve(str(key), "not-applied", "bob", "not in the channel")
     claim = await store.claim(ClaimRequest(key, "fp", EffectMeta(batch="b1"), 1000, 600))
-    assert claim.claimed
+    assert isinstance(claim, Claimed)
 
 
 async def test_a_record_that_moved_on_answers_409_with_its_state(store: Store, ns: str) -> None:

@@ -14,6 +14,7 @@ from aiohttp.test_utils import TestClient
 from idemproxy.proxy.handler import ProxyState
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.records import (
+    Claimed,
     ClaimRequest,
     EffectMeta,
     RecordKey,
@@ -385,7 +386,7 @@ async def test_lease_of_a_dead_holder_expires_into_unknown(
     record = await store.get(RecordKey(agent, effect_id))
     assert record is not None
     dead = ClaimRequest(record.key, record.fingerprint, EffectMeta(), lease_ms=50, ttl_s=60)
-    assert (await store.claim(dead)).claimed
+    assert isinstance(await store.claim(dead), Claimed)
     await asyncio.sleep(0.1)
 
     repeat = await client.post("/up/status/429", data=b"{}", headers=TOOL_CALL)

@@ -25,7 +25,7 @@ async def test_a_pause_is_read_once_a_second_per_agent() -> None:
     store = CountingStore()
     pause = Pause(PauseOrigin.OPERATOR, "hands off", "alice")
     await store.write_pause("bot", 0, pause, AuditEntry("bot", "agent.pause", "alice", "bot"))
-    gate = PauseGate(store)
+    gate = PauseGate(store.read_control)
     for _ in range(3):
         with pytest.raises(RequestRefused):
             await gate.check("bot")
@@ -34,7 +34,7 @@ async def test_a_pause_is_read_once_a_second_per_agent() -> None:
 
 async def test_the_agents_read_longest_ago_make_room_for_new_ones() -> None:
     store = CountingStore()
-    gate = PauseGate(store, max_agents=2)
+    gate = PauseGate(store.read_control, max_agents=2)
     for agent in ("a", "b", "c", "b", "a"):
         await gate.check(agent)
     # "a" made room for "c", so it is read again; "b" was still kept.

@@ -17,8 +17,8 @@ import redis
 from redis.asyncio import Redis
 
 from idemproxy.store import layout
-from idemproxy.store.base import Store
 from idemproxy.store.memory import MemoryStore
+from idemproxy.store.protocols import Store
 from idemproxy.store.redis_store import RedisStore
 from idemproxy.store.sqlite import SQLiteStore
 

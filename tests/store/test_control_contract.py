@@ -12,17 +12,20 @@ from dataclasses import replace
 
 import pytest
 
-from idemproxy.store.base import Store
 from idemproxy.store.control import AgentControl, FailedAttempt, Pause, PauseOrigin
 from idemproxy.store.journal import AuditEntry
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import (
+    Claimed,
+    Paused,
     RecordKey,
     RecordState,
     Resolution,
     Settlement,
+    Standing,
     StoredResponse,
 )
-from tests.store.test_contract import claim_request, completed
+from tests.store.test_contract import claim_fence, claim_request, completed
 
 LIMIT = 3
 DENIED = StoredResponse(401, (("content-type", "application/json"),), b'{"error":"revoked"}')
@@ -34,7 +37,7 @@ async def attempt(
 ) -> FailedAttempt:
     """Claim ``key`` and settle it, counted against ``limit``; the attempt it was."""
     claim = await store.claim(claim_request(key))
-    assert claim.claimed, claim
+    assert isinstance(claim, Claimed), claim
     counted = Settlement(
         settlement.state,
         settlement.response,
@@ -116,20 +119,18 @@ async def test_a_paused_agent_claims_nothing_new_but_replays_what_completed(
         await attempt(store, RecordKey(ns, f"e{index}"), denied())
 
     fresh = await store.claim(claim_request(RecordKey(ns, "new")))
-    assert (fresh.claimed, fresh.record) == (False, None)
-    assert fresh.paused is not None
-    assert fresh.paused.reason == REASON_401
+    assert isinstance(fresh, Paused)
+    assert fresh.pause.reason == REASON_401
     assert await store.get(RecordKey(ns, "new")) is None
 
     again = await store.claim(claim_request(freed))
-    assert (again.claimed, again.paused is not None) == (False, True)
+    assert isinstance(again, Paused)
     record = await store.get(freed)
     assert record is not None
     assert record.state is RecordState.NOT_APPLIED
 
     replay = await store.claim(claim_request(done))
-    assert (replay.claimed, replay.paused) == (False, None)
-    assert replay.record is not None
+    assert isinstance(replay, Standing)
     assert replay.record.state is RecordState.COMPLETED
 
 
@@ -137,19 +138,19 @@ async def test_an_operators_own_effect_passes_the_pause(store: Store, ns: str) -
     for index in range(LIMIT):
         await attempt(store, RecordKey(ns, f"e{index}"), denied())
     result = await store.claim(replace(claim_request(RecordKey(ns, "undo")), ignore_pause=True))
-    assert result.claimed
+    assert isinstance(result, Claimed)
 
 
 async def test_failures_while_paused_automatically_join_the_snapshot(store: Store, ns: str) -> None:
     for index in range(LIMIT):
         await attempt(store, RecordKey(ns, f"e{index}"), denied())
     late_key = RecordKey(ns, "late")
-    claim = await store.claim(replace(claim_request(late_key), ignore_pause=True))
+    fence = await claim_fence(store, replace(claim_request(late_key), ignore_pause=True))
     lost = Settlement(RecordState.UNKNOWN, reason="lost", pause_after_failures=LIMIT)
-    assert await store.settle(late_key, claim.fence, lost)
+    assert await store.settle(late_key, fence, lost)
 
     control = await store.read_control(ns)
-    assert control.snapshot[-1] == FailedAttempt("late", claim.fence)
+    assert control.snapshot[-1] == FailedAttempt("late", fence)
     assert len(control.snapshot) == LIMIT + 1
     assert control.version == 2
     assert len(await store.read_audit(ns)) == 1  # one pause, one entry
@@ -204,7 +205,7 @@ async def test_a_resume_that_resets_empties_streak_and_snapshot(store: Store, ns
 
     assert resumed == AgentControl(version=2)
     assert await store.read_control(ns) == resumed
-    assert (await store.claim(claim_request(RecordKey(ns, "new")))).claimed
+    assert isinstance(await store.claim(claim_request(RecordKey(ns, "new"))), Claimed)
 
 
 async def test_a_lower_threshold_pauses_at_the_next_failure(store: Store, ns: str) -> None:

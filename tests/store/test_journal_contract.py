@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 
-from idemproxy.store.base import Store
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import (
+    Claimed,
     EventType,
     RecordKey,
     RecordState,
@@ -18,6 +19,7 @@ from idemproxy.store.records import (
 )
 from tests.store.test_contract import (
     SHORT_LEASE_MS,
+    claim_fence,
     claim_request,
     completed,
     event_types,
@@ -166,12 +168,12 @@ async def test_clear_batch_deletes_only_freed_records_and_keeps_the_archive(
     store: Store, ns: str
 ) -> None:
     freed, reclaimed, done, doubt = (RecordKey(ns, name) for name in ("f", "r", "d", "u"))
-    fences = {key: (await store.claim(claim_request(key))).fence for key in (freed, reclaimed)}
-    fences |= {key: (await store.claim(claim_request(key))).fence for key in (done, doubt)}
+    fences = {key: await claim_fence(store, claim_request(key)) for key in (freed, reclaimed)}
+    fences |= {key: await claim_fence(store, claim_request(key)) for key in (done, doubt)}
     await store.settle(freed, fences[freed], Settlement(RecordState.NOT_APPLIED))
     await store.settle(reclaimed, fences[reclaimed], Settlement(RecordState.NOT_APPLIED))
-    again = await store.claim(claim_request(reclaimed))  # claimed again meanwhile
-    assert again.fence > fences[reclaimed]
+    again = await claim_fence(store, claim_request(reclaimed))  # claimed again meanwhile
+    assert again > fences[reclaimed]
     await store.settle(done, fences[done], completed())
     await store.settle(doubt, fences[doubt], Settlement(RecordState.UNKNOWN))
     listed = [FreedRecord(key.effect_id, fence) for key, fence in fences.items()]
@@ -188,7 +190,7 @@ async def test_clear_batch_deletes_only_freed_records_and_keeps_the_archive(
     assert [item.action for item in await store.read_audit(ns)] == ["abandon"]
     # The freed key is a first sight again, at a fence above any it had.
     taken = await store.claim(claim_request(freed))
-    assert taken.claimed
+    assert isinstance(taken, Claimed)
     assert taken.fence > fences[freed]
 
 

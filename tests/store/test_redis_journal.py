@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from idemproxy.store import layout
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
-from idemproxy.store.records import RecordKey, RecordState, Resolution, Settlement
+from idemproxy.store.records import Claimed, RecordKey, RecordState, Resolution, Settlement
 from idemproxy.store.redis_store import RedisStore
 from idemproxy.store.work import Work
 from tests.store.test_contract import SHORT_LEASE_MS, claim_request, fence_of
@@ -43,7 +43,7 @@ async def exercise_journal(store: RedisStore, agent: str) -> None:
     """Every journal operation once, on one agent."""
     doubt, freed, lapsed = (RecordKey(agent, name) for name in ("u", "f", "l"))
     for key in (doubt, freed):
-        assert (await store.claim(claim_request(key))).claimed
+        assert isinstance(await store.claim(claim_request(key)), Claimed)
     await store.settle(doubt, await fence_of(store, doubt), Settlement(RecordState.UNKNOWN))
     freed_fence = await fence_of(store, freed)
     await store.settle(freed, freed_fence, Settlement(RecordState.NOT_APPLIED))

@@ -19,8 +19,8 @@ import pytest
 from redis.asyncio import Redis
 
 from idemproxy.store import layout
-from idemproxy.store.base import Store
 from idemproxy.store.memory import MemoryStore
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import RecordKey
 from idemproxy.store.redis_store import RedisStore
 from idemproxy.store.safety import LossKind, Marker, StoreLogAction

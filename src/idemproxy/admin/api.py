@@ -14,7 +14,7 @@ from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger.documents import Document
 from idemproxy.ledger.service import LedgerService
 from idemproxy.proxy.problems import problem_response
-from idemproxy.store.base import StoreError
+from idemproxy.store.errors import StoreError
 
 LEDGER = web.AppKey("ledger", LedgerService)
 DEFAULT_LIMIT = 100

@@ -23,9 +23,9 @@ from enum import StrEnum
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger.audit import ActionLimit, AuditAction
 from idemproxy.ledger.review import RESOLVED_TTL_S, not_found
-from idemproxy.store.base import Store
 from idemproxy.store.control import AgentControl, Pause, PauseOrigin
 from idemproxy.store.journal import AuditEntry
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import EffectRecord, RecordKey, RecordState, Resolution
 
 # A resume whose compare-and-set lost only to failures joining the snapshot goes round again.

@@ -29,9 +29,9 @@ from idemproxy.ledger import documents
 from idemproxy.ledger.audit import ActionLimit, AuditAction
 from idemproxy.ledger.progress import Abandonment, BatchProgress, RecoveryStrategy, batch_progress
 from idemproxy.ledger.review import not_found
-from idemproxy.store.base import Store
 from idemproxy.store.clock import wall_ms
 from idemproxy.store.journal import AuditEntry, FreedRecord
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import EffectRecord, RecordState
 
 

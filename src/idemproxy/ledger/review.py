@@ -12,8 +12,8 @@ from enum import StrEnum
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger import documents
 from idemproxy.ledger.audit import ActionLimit, AuditAction
-from idemproxy.store.base import Store
 from idemproxy.store.journal import AuditEntry
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import (
     EffectRecord,
     RecordKey,

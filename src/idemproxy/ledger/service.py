@@ -21,8 +21,8 @@ from idemproxy.ledger.losses import StoreLosses
 from idemproxy.ledger.pause import Pauses
 from idemproxy.ledger.recovery import RecoverMode, Recovery
 from idemproxy.ledger.review import Review, Verdict, not_found, parse_key
-from idemproxy.store.base import Store
 from idemproxy.store.journal import AuditEntry, DeliveryCursor
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import StoredResponse
 from idemproxy.storeguard import StoreGuard
 

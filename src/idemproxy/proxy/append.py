@@ -33,7 +33,8 @@ from idemproxy.proxy.headers import own_read_headers
 from idemproxy.proxy.native import Reconciled
 from idemproxy.proxy.outcome import Outcome, outcome_headers
 from idemproxy.proxy.problems import should_retry_headers
-from idemproxy.store.base import Store, StoreError
+from idemproxy.store.errors import StoreError
+from idemproxy.store.protocols import RecordStore
 from idemproxy.store.records import RecordKey, RecordState, Resolution, Settlement, StoredResponse
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ class ReadBack:
 
 
 class AppendGuard:
-    def __init__(self, store: Store, session: ClientSession) -> None:
+    def __init__(self, store: RecordStore, session: ClientSession) -> None:
         self.store = store
         self.session = session
 

@@ -48,7 +48,8 @@ from idemproxy.proxy.seal import SEAL_HEADER, CompensationSeal, forged_compensat
 from idemproxy.proxy.upstreams import Target, Upstream, resolve_target
 from idemproxy.proxy.verdicts import store_unavailable
 from idemproxy.scopes import request_scope, scoped
-from idemproxy.store.base import Store, StoreError
+from idemproxy.store.errors import StoreError
+from idemproxy.store.protocols import Store
 from idemproxy.storeguard import StoreGuard
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,7 @@ class ProxyHandler:
         self.state = state
         self._answered = Children(state.metrics.requests)
         self._upstream_durations = Children(state.metrics.upstream_request_duration)
-        self._pauses = PauseGate(state.store)
+        self._pauses = PauseGate(state.store.read_control)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()

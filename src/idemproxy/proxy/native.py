@@ -22,7 +22,8 @@ from idemproxy.policies.adapters.base import Answer, Attempt, Found, Outgoing, S
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
 from idemproxy.proxy.headers import client_response_headers, own_read_headers
 from idemproxy.proxy.outcome import Outcome, outcome_headers
-from idemproxy.store.base import Store, StoreError
+from idemproxy.store.errors import StoreError
+from idemproxy.store.protocols import RecordStore
 from idemproxy.store.records import (
     EffectRecord,
     RecordState,
@@ -58,7 +59,7 @@ class Verified:
 
 
 class NativeDedupe:
-    def __init__(self, store: Store, session: ClientSession) -> None:
+    def __init__(self, store: RecordStore, session: ClientSession) -> None:
         self.store = store
         self.session = session
 

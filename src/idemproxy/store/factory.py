@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from idemproxy.store.base import InvalidStoreURL, Store, StoreNotFound
+from idemproxy.store.errors import InvalidStoreURL, StoreNotFound
 from idemproxy.store.memory import MemoryStore
+from idemproxy.store.protocols import Store
 
 VALID_FORMS = """valid store URLs are:
   redis://[user:password@]host[:port][/db]      e.g. redis://127.0.0.1:6379/0

@@ -12,8 +12,8 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store import layout, redis_scripts
-from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.control import MAX_STREAK, AgentControl, FailedAttempt, Pause, PauseOrigin
+from idemproxy.store.errors import StoreCorrupt
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.redis_agents import RedisAgents
 from idemproxy.store.redis_errors import translated

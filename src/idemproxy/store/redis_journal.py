@@ -15,8 +15,8 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store import layout, redis_scripts
-from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.clock import wall_ms
+from idemproxy.store.errors import StoreCorrupt
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 from idemproxy.store.records import RecordKey
 from idemproxy.store.redis_agents import RedisAgents
@@ -38,7 +38,7 @@ _CURSOR_FIELDS = {
 
 
 class RedisJournal:
-    """The :class:`~idemproxy.store.base.Store` operations on cursors, audit entries, archives
+    """The :class:`~idemproxy.store.protocols.Store` operations on cursors, audit entries, archives
     and the agent lists (:mod:`.redis_agents`)."""
 
     def __init__(

@@ -20,7 +20,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store import layout
-from idemproxy.store.base import StoreCorrupt, StoreUnavailable
+from idemproxy.store.errors import StoreCorrupt, StoreUnavailable
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.memory.safety import fresh_id
 from idemproxy.store.redis_errors import translated

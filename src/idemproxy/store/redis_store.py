@@ -18,22 +18,25 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store import layout, redis_client, redis_durability, redis_scripts, replicas
-from idemproxy.store.base import InvalidStoreURL, StoreCorrupt, StoreUnavailable
 from idemproxy.store.clock import wall_ms
 from idemproxy.store.decisions import EXPIRED_LEASE_REASON
+from idemproxy.store.errors import InvalidStoreURL, StoreCorrupt, StoreUnavailable
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.records import (
+    Claimed,
     ClaimRequest,
     ClaimResult,
     EffectEvent,
     EffectMeta,
     EffectRecord,
     EventType,
+    Paused,
     RecordKey,
     RecordState,
     Resolution,
     ResolveResult,
     Settlement,
+    Standing,
     StoredResponse,
 )
 from idemproxy.store.redis_agents import LISTING_GRACE_S, REGISTRY_CAP, RedisAgents
@@ -58,7 +61,7 @@ class Script(Protocol):
 
 
 class RedisStore(RedisControl):
-    """The :class:`~idemproxy.store.base.Store` on Redis: single node, Sentinel or Cluster.
+    """The :class:`~idemproxy.store.protocols.Store` on Redis: single node, Sentinel or Cluster.
 
     Event ids are stream ids (``<ms>-<seq>``): ordered by the stream, opaque to callers. Events
     are kept ``event_retention_s``; the outbox stream of an agent quiet that long expires.
@@ -213,12 +216,10 @@ class RedisStore(RedisControl):
             wait = self._replica_wait
             # Only a claim that takes the key needs its replicas: any other sends nothing.
             short = None if wait is None else wait.shortfall(waited)
-            return ClaimResult(
-                claimed=True, fence=fence, first_attempt_ms=int(reply[2]), unreplicated=short
-            )
+            return Claimed(fence, first_attempt_ms=int(reply[2]), unreplicated=short)
         if int(reply[0]) == 2:
-            return ClaimResult(claimed=False, fence=fence, paused=decode_pause(*reply[2:6]))
-        return ClaimResult(claimed=False, fence=fence, record=decode_record(key, reply[2]))
+            return Paused(decode_pause(*reply[2:6]))
+        return Standing(decode_record(key, reply[2]))
 
     async def settle(self, key: RecordKey, fence: int, settlement: Settlement) -> bool:
         args: list[ScriptArg] = [

@@ -29,16 +29,19 @@ from idemproxy.store.decisions import (
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 from idemproxy.store.memory.safety import MEMORY_DURABILITY, MemoryMarker
 from idemproxy.store.records import (
+    Claimed,
     ClaimRequest,
     ClaimResult,
     EffectEvent,
     EffectRecord,
     EventType,
+    Paused,
     RecordKey,
     RecordState,
     Resolution,
     ResolveResult,
     Settlement,
+    Standing,
 )
 from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerCheck
 from idemproxy.store.work import Forgotten, Work
@@ -108,14 +111,14 @@ class MemoryStore:
         if record is not None and step is ClaimStep.REPLAY:
             self._emit(record, EventType.REPLAYED, now_ms)
         if record is not None and step is not ClaimStep.TAKE:
-            return ClaimResult(claimed=False, fence=record.fence, record=record)
+            return Standing(record)
         pause = self._controls.get(request.key.agent, AgentControl()).pause
         if pause is not None and not request.ignore_pause:
-            return ClaimResult(False, fence=record.fence if record else 0, paused=pause)
+            return Paused(pause)
         fence = self._next_fence(request.key.agent, record.fence if record else 0)
         claimed = claimed_record(request, record, fence, now_ms)
         self._records[request.key] = (claimed, HELD_MS)
-        return ClaimResult(claimed=True, fence=claimed.fence, first_attempt_ms=claimed.created_ms)
+        return Claimed(claimed.fence, first_attempt_ms=claimed.created_ms)
 
     def _lapse(self, record: EffectRecord, now_ms: int) -> EffectRecord:
         record = lease_lapsed(record, now_ms)

@@ -11,7 +11,6 @@ import sqlite3
 
 import orjson
 
-from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.control import (
     AgentControl,
     FailedAttempt,
@@ -20,6 +19,7 @@ from idemproxy.store.control import (
     auto_pause_audit,
     counted,
 )
+from idemproxy.store.errors import StoreCorrupt
 from idemproxy.store.records import RecordKey, Settlement
 from idemproxy.store.retention import CONTROL_RETENTION_S
 from idemproxy.store.sqlite import journal, worklist

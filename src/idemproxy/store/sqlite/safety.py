@@ -16,7 +16,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from idemproxy.store.base import StoreCorrupt
+from idemproxy.store.errors import StoreCorrupt
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.memory.safety import fresh_id
 from idemproxy.store.safety import (

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from idemproxy.store import clock
-from idemproxy.store.base import StoreCorrupt, StoreNotFound
+from idemproxy.store.errors import StoreCorrupt, StoreNotFound
 from idemproxy.store.layout import dump_headers, load_headers
 from idemproxy.store.records import (
     EffectEvent,

@@ -17,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from idemproxy.store.base import StoreCorrupt, StoreUnavailable
 from idemproxy.store.clock import SteadyClock
 from idemproxy.store.control import AgentControl, Pause, written_pause
 from idemproxy.store.decisions import (
@@ -32,18 +31,22 @@ from idemproxy.store.decisions import (
     resolved_record,
     settled_record,
 )
+from idemproxy.store.errors import StoreCorrupt, StoreUnavailable
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 from idemproxy.store.records import (
+    Claimed,
     ClaimRequest,
     ClaimResult,
     EffectEvent,
     EffectRecord,
     EventType,
+    Paused,
     RecordKey,
     RecordState,
     Resolution,
     ResolveResult,
     Settlement,
+    Standing,
 )
 from idemproxy.store.retention import ARCHIVE_RETENTION_S, AUDIT_RETENTION_S, EVENT_RETENTION_S
 from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerCheck
@@ -57,7 +60,7 @@ PURGE_INTERVAL_S = 60
 
 
 class SQLiteStore:
-    """The :class:`~idemproxy.store.base.Store` in one SQLite file.
+    """The :class:`~idemproxy.store.protocols.Store` in one SQLite file.
 
     Events are kept ``event_retention_s``, then purged with expired records.
     """
@@ -75,7 +78,7 @@ class SQLiteStore:
         """Nothing is opened until the first call, and then on the store's own thread.
 
         ``create`` makes the file and its tables where there are none (a proxy); without it
-        the first call raises :class:`~idemproxy.store.base.StoreNotFound` instead (the CLI).
+        the first call raises :class:`~idemproxy.store.errors.StoreNotFound` instead (the CLI).
         """
         self._path = Path(path)
         self._create = create
@@ -395,12 +398,12 @@ def _claim(db: sqlite3.Connection, request: ClaimRequest, now_ms: int) -> ClaimR
     if record is not None and step is ClaimStep.REPLAY:
         schema.append_event(db, record, EventType.REPLAYED, now_ms)
     if record is not None and step is not ClaimStep.TAKE:
-        return ClaimResult(claimed=False, fence=record.fence, record=record)
+        return Standing(record)
     pause = None if request.ignore_pause else control.load(db, request.key.agent).pause
     if pause is not None:
-        return ClaimResult(False, fence=record.fence if record else 0, paused=pause)
+        return Paused(pause)
     fence = schema.next_fence(db, request.key.agent, record.fence if record else 0, now_ms)
     claimed = claimed_record(request, record, fence, now_ms)
     schema.save(db, claimed, HELD_MS)
     journal.register(db, request.key.agent)
-    return ClaimResult(claimed=True, fence=claimed.fence, first_attempt_ms=claimed.created_ms)
+    return Claimed(claimed.fence, first_attempt_ms=claimed.created_ms)
