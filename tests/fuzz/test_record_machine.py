@@ -37,6 +37,7 @@ from idemproxy.store.records import (
     RecordKey,
     RecordState,
     Resolution,
+    ResolveRequest,
     Settlement,
     Standing,
     StoredResponse,
@@ -173,7 +174,9 @@ class RecordMachine(RuleBasedStateMachine):
         body = f"resolved {effect_id}".encode()
         answer = StoredResponse(200, (), body) if verdict is RecordState.COMPLETED else None
         result = self.run(
-            self.store.resolve(self.key(effect_id), expected, Resolution(verdict, answer))
+            self.store.resolve(
+                ResolveRequest(self.key(effect_id), expected, Resolution(verdict, answer))
+            )
         )
         assert result.resolved == (before is not None and before.state is expected)
         if result.resolved:

@@ -12,7 +12,6 @@ from idemproxy.instrumented import InstrumentedStore
 from idemproxy.ledger.service import LedgerService
 from idemproxy.ledger.sweeper import Sweeper
 from idemproxy.metrics import Metrics
-from idemproxy.store.journal import AuditEntry
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import (
@@ -22,7 +21,7 @@ from idemproxy.store.records import (
     Paused,
     RecordKey,
     RecordState,
-    Resolution,
+    ResolveRequest,
     ResolveResult,
     Settlement,
     StoredResponse,
@@ -113,18 +112,11 @@ class Interleaving(InstrumentedStore):
         super().__init__(store, Metrics())
         self._meanwhile: Callable[[Store, str], Awaitable[None]] | None = meanwhile
 
-    async def resolve(
-        self,
-        key: RecordKey,
-        expected: RecordState,
-        resolution: Resolution,
-        audit: AuditEntry | None = None,
-        fence: int | None = None,
-    ) -> ResolveResult:
+    async def resolve(self, request: ResolveRequest) -> ResolveResult:
         if self._meanwhile is not None:
             meanwhile, self._meanwhile = self._meanwhile, None
-            await meanwhile(self.inner, key.agent)
-        return await super().resolve(key, expected, resolution, audit, fence)
+            await meanwhile(self.inner, request.key.agent)
+        return await super().resolve(request)
 
 
 async def bob_pauses(store: Store, agent: str) -> None:

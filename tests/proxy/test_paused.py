@@ -6,7 +6,7 @@ import pytest
 
 from idemproxy.errors import RequestRefused
 from idemproxy.proxy.paused import PauseGate
-from idemproxy.store.control import AgentControl, Pause, PauseOrigin
+from idemproxy.store.control import AgentControl, Pause, PauseOrigin, PauseRequest
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.memory import MemoryStore
 
@@ -24,7 +24,9 @@ class CountingStore(MemoryStore):
 async def test_a_pause_is_read_once_a_second_per_agent() -> None:
     store = CountingStore()
     pause = Pause(PauseOrigin.OPERATOR, "hands off", "alice")
-    await store.write_pause("bot", 0, pause, AuditEntry("bot", "agent.pause", "alice", "bot"))
+    await store.write_pause(
+        PauseRequest("bot", 0, pause, AuditEntry("bot", "agent.pause", "alice", "bot"))
+    )
     gate = PauseGate(store.read_control)
     for _ in range(3):
         with pytest.raises(RequestRefused):

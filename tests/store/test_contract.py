@@ -19,6 +19,7 @@ from idemproxy.store.records import (
     RecordKey,
     RecordState,
     Resolution,
+    ResolveRequest,
     Settlement,
     Standing,
     StoredResponse,
@@ -356,7 +357,7 @@ async def test_unknown_outcomes_are_held_until_resolved(store: Store, ns: str) -
         assert isinstance(seen, Standing)
         assert seen.record.state is RecordState.UNKNOWN
     verdict = Resolution(RecordState.NOT_APPLIED, reason="checked: not sent", ttl_s=1)
-    assert (await store.resolve(settled, RecordState.UNKNOWN, verdict)).resolved
+    assert (await store.resolve(ResolveRequest(settled, RecordState.UNKNOWN, verdict))).resolved
     await asyncio.sleep(1.2)
     assert await store.get(settled) is None
     assert [record.key for record in await store.list_unknown(ns)] == [lapsed]
@@ -367,7 +368,7 @@ async def test_fences_keep_growing_when_a_record_expires(store: Store, ns: str) 
     stale = await claim_fence(store, claim_request(key, ttl_s=1))
     # An operator frees the key under a slow attempt, and the freed record expires.
     verdict = Resolution(RecordState.NOT_APPLIED, reason="operator: not sent", ttl_s=1)
-    freed = await store.resolve(key, RecordState.IN_FLIGHT, verdict)
+    freed = await store.resolve(ResolveRequest(key, RecordState.IN_FLIGHT, verdict))
     assert freed.resolved
     assert freed.record is not None
     assert freed.record.fence > stale
@@ -531,7 +532,7 @@ async def test_resolve_applied_replays_the_supplied_response(store: Store, ns: s
         RecordState.COMPLETED, response, external_id="m9", reason="seen in the channel"
     )
 
-    result = await store.resolve(key, RecordState.UNKNOWN, resolution)
+    result = await store.resolve(ResolveRequest(key, RecordState.UNKNOWN, resolution))
 
     assert result.resolved
     assert result.record is not None
@@ -556,7 +557,9 @@ async def test_resolve_not_applied_frees_the_key(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
     await store.claim(claim_request(key))
     await store.settle(key, await fence_of(store, key), unknown_settlement())
-    result = await store.resolve(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED))
+    result = await store.resolve(
+        ResolveRequest(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED))
+    )
     assert result.resolved
     again = await store.claim(claim_request(key))
     assert isinstance(again, Claimed)
@@ -566,11 +569,15 @@ async def test_resolve_not_applied_frees_the_key(store: Store, ns: str) -> None:
 
 async def test_resolve_is_compare_and_set(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
-    missing = await store.resolve(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED))
+    missing = await store.resolve(
+        ResolveRequest(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED))
+    )
     assert (missing.resolved, missing.record) == (False, None)
     await store.claim(claim_request(key))
     await store.settle(key, await fence_of(store, key), completed())
-    refused = await store.resolve(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED))
+    refused = await store.resolve(
+        ResolveRequest(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED))
+    )
     assert not refused.resolved
     assert refused.record is not None
     assert refused.record.state is RecordState.COMPLETED
@@ -584,7 +591,7 @@ async def test_concurrent_resolutions_let_exactly_one_win(store: Store, ns: str)
     await store.settle(key, await fence_of(store, key), unknown_settlement())
     verdicts = [Resolution(RecordState.COMPLETED), Resolution(RecordState.NOT_APPLIED)] * 5
     results = await asyncio.gather(
-        *(store.resolve(key, RecordState.UNKNOWN, verdict) for verdict in verdicts)
+        *(store.resolve(ResolveRequest(key, RecordState.UNKNOWN, verdict)) for verdict in verdicts)
     )
     assert sum(result.resolved for result in results) == 1
     assert (await event_types(store, ns)).count(EventType.RESOLVED) == 1
@@ -593,7 +600,9 @@ async def test_concurrent_resolutions_let_exactly_one_win(store: Store, ns: str)
 async def test_resolving_an_attempt_in_flight_fences_its_late_settle(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
     stale = await claim_fence(store, claim_request(key))
-    result = await store.resolve(key, RecordState.IN_FLIGHT, Resolution(RecordState.NOT_APPLIED))
+    result = await store.resolve(
+        ResolveRequest(key, RecordState.IN_FLIGHT, Resolution(RecordState.NOT_APPLIED))
+    )
     assert result.resolved
     assert not await store.settle(key, stale, completed())
     record = await store.get(key)

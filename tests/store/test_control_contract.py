@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from idemproxy.store.control import AgentControl, FailedAttempt, Pause, PauseOrigin
+from idemproxy.store.control import AgentControl, FailedAttempt, Pause, PauseOrigin, PauseRequest
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import (
@@ -21,6 +21,7 @@ from idemproxy.store.records import (
     RecordKey,
     RecordState,
     Resolution,
+    ResolveRequest,
     Settlement,
     Standing,
     StoredResponse,
@@ -159,11 +160,14 @@ async def test_failures_while_paused_automatically_join_the_snapshot(store: Stor
 async def test_pause_and_resume_are_compare_and_set(store: Store, ns: str) -> None:
     pause = Pause(PauseOrigin.OPERATOR, "investigating a refund loop", "alice")
 
-    assert await store.write_pause(ns, 7, pause, operator_audit(ns, "agent.pause")) is None
+    assert (
+        await store.write_pause(PauseRequest(ns, 7, pause, operator_audit(ns, "agent.pause")))
+        is None
+    )
     assert await store.read_control(ns) == AgentControl()
     assert await store.read_audit(ns) == []
 
-    written = await store.write_pause(ns, 0, pause, operator_audit(ns, "agent.pause"))
+    written = await store.write_pause(PauseRequest(ns, 0, pause, operator_audit(ns, "agent.pause")))
     assert written is not None
     assert written.pause is not None
     assert (written.pause.origin, written.pause.reason) == (pause.origin, pause.reason)
@@ -173,7 +177,10 @@ async def test_pause_and_resume_are_compare_and_set(store: Store, ns: str) -> No
 
     # Two resumes that both saw version 1: one wins, the other changes nothing.
     first, second = await asyncio.gather(
-        *(store.write_pause(ns, 1, None, operator_audit(ns, "agent.resume")) for _ in range(2))
+        *(
+            store.write_pause(PauseRequest(ns, 1, None, operator_audit(ns, "agent.resume")))
+            for _ in range(2)
+        )
     )
     assert [first is None, second is None].count(True) == 1
     assert (await store.read_control(ns)).pause is None
@@ -186,7 +193,9 @@ async def test_a_manual_pause_over_an_automatic_one_keeps_its_snapshot(
     failed = [await attempt(store, RecordKey(ns, f"e{i}"), denied()) for i in range(LIMIT)]
     manual = Pause(PauseOrigin.OPERATOR, "hands off", "bob")
 
-    written = await store.write_pause(ns, 1, manual, operator_audit(ns, "agent.pause"))
+    written = await store.write_pause(
+        PauseRequest(ns, 1, manual, operator_audit(ns, "agent.pause"))
+    )
 
     assert written is not None
     assert written.pause is not None
@@ -200,7 +209,7 @@ async def test_a_resume_that_resets_empties_streak_and_snapshot(store: Store, ns
         await attempt(store, RecordKey(ns, f"e{index}"), denied())
 
     resumed = await store.write_pause(
-        ns, 1, None, operator_audit(ns, "agent.resume"), reset_failures=True
+        PauseRequest(ns, 1, None, operator_audit(ns, "agent.resume"), reset_failures=True)
     )
 
     assert resumed == AgentControl(version=2)
@@ -229,7 +238,7 @@ async def test_resolve_given_a_fence_applies_only_at_that_fence(
     freed = Resolution(RecordState.NOT_APPLIED, reason="freed")
 
     result = await store.resolve(
-        key, RecordState.COMPLETED, freed, fence=failed.fence + fence_offset
+        ResolveRequest(key, RecordState.COMPLETED, freed, fence=failed.fence + fence_offset)
     )
 
     assert result.resolved is (fence_offset == 0)

@@ -9,7 +9,7 @@ default, so there only the first half of each test holds.
 
 from __future__ import annotations
 
-from idemproxy.store.control import Pause, PauseOrigin
+from idemproxy.store.control import Pause, PauseOrigin, PauseRequest
 from idemproxy.store.journal import AuditEntry, DeliveryCursor
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import Claimed, RecordKey, RecordState, Settlement
@@ -86,12 +86,14 @@ async def test_events_keep_an_agent_on_deliverys_worklist_until_delivered(
 async def test_a_pause_keeps_its_agent_on_the_sweeps_worklist(store: Store, ns: str) -> None:
     # An operator may pause an agent that never sent anything.
     pause = Pause(PauseOrigin.OPERATOR, "hands off", "alice")
-    paused = await store.write_pause(ns, 0, pause, audit(ns, "agent.pause"))
+    paused = await store.write_pause(PauseRequest(ns, 0, pause, audit(ns, "agent.pause")))
     assert paused is not None
     await store.forget_agents()
     assert await busy(store, ns, Work.REVIEW) == [ns]
 
-    assert await store.write_pause(ns, paused.version, None, audit(ns, "agent.resume"))
+    assert await store.write_pause(
+        PauseRequest(ns, paused.version, None, audit(ns, "agent.resume"))
+    )
     await store.forget_agents()
     if forgets_at_once(store):
         assert await busy(store, ns, Work.REVIEW) == []

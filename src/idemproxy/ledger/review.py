@@ -19,6 +19,7 @@ from idemproxy.store.records import (
     RecordKey,
     RecordState,
     Resolution,
+    ResolveRequest,
     StoredResponse,
 )
 
@@ -115,7 +116,9 @@ class Review:
             after=verdict.state.value,
             note=note,
         )
-        result = await self._store.resolve(key, RecordState.UNKNOWN, resolution, audit)
+        result = await self._store.resolve(
+            ResolveRequest(key, RecordState.UNKNOWN, resolution, audit)
+        )
         if result.record is None:
             raise not_found(f"effect {key}")
         if not result.resolved:

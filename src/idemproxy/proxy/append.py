@@ -35,7 +35,14 @@ from idemproxy.proxy.outcome import Outcome, outcome_headers
 from idemproxy.proxy.problems import should_retry_headers
 from idemproxy.store.errors import StoreError
 from idemproxy.store.protocols import RecordStore
-from idemproxy.store.records import RecordKey, RecordState, Resolution, Settlement, StoredResponse
+from idemproxy.store.records import (
+    RecordKey,
+    RecordState,
+    Resolution,
+    ResolveRequest,
+    Settlement,
+    StoredResponse,
+)
 
 if TYPE_CHECKING:
     from idemproxy.proxy.effects import EffectContext
@@ -132,7 +139,7 @@ class AppendGuard:
         reason = "append: outcome settled by reading the value back before sending again"
         resolution = Resolution(RecordState.NOT_APPLIED, reason=reason)
         try:
-            await self.store.resolve(key, RecordState.UNKNOWN, resolution)
+            await self.store.resolve(ResolveRequest(key, RecordState.UNKNOWN, resolution))
         except StoreError:
             log.warning("could not reopen an unknown append", extra={"effect_key": str(key)})
         return Reconciled()

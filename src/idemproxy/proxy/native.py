@@ -28,6 +28,7 @@ from idemproxy.store.records import (
     EffectRecord,
     RecordState,
     Resolution,
+    ResolveRequest,
     Settlement,
     StoredResponse,
 )
@@ -163,7 +164,7 @@ class NativeDedupe:
     async def _resolve(self, ctx: EffectContext, resolution: Resolution) -> Reconciled:
         key = ctx.key.record_key
         try:
-            result = await self.store.resolve(key, RecordState.UNKNOWN, resolution)
+            result = await self.store.resolve(ResolveRequest(key, RecordState.UNKNOWN, resolution))
         except StoreError:
             log.warning("could not record a reconciliation", extra={"effect_key": str(key)})
             return Reconciled()

@@ -15,19 +15,17 @@ A user asks for the part it uses: the proxy's effects a :class:`RecordStore`, th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Protocol
 
-from idemproxy.store.control import AgentControl, Pause
-from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
+from idemproxy.store.control import AgentControl, PauseRequest
+from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
 from idemproxy.store.records import (
     ClaimRequest,
     ClaimResult,
     EffectEvent,
     EffectRecord,
     RecordKey,
-    RecordState,
-    Resolution,
+    ResolveRequest,
     ResolveResult,
     Settlement,
 )
@@ -79,14 +77,7 @@ class RecordStore(Protocol):
         """
         ...
 
-    async def resolve(
-        self,
-        key: RecordKey,
-        expected: RecordState,
-        resolution: Resolution,
-        audit: AuditEntry | None = None,
-        fence: int | None = None,
-    ) -> ResolveResult:
+    async def resolve(self, request: ResolveRequest) -> ResolveResult:
         """Compare-and-set: move the record from ``expected`` to ``resolution.state``.
 
         Refused (``resolved=False``, nothing changed) when there is no record, its state is
@@ -162,14 +153,7 @@ class Journal(Protocol):
         """The agent's newest ``limit`` audit entries, oldest first."""
         ...
 
-    async def clear_batch(
-        self,
-        agent: str,
-        batch: str,
-        freed: Sequence[FreedRecord],
-        archive: bytes | None,
-        audit: AuditEntry,
-    ) -> list[str]:
+    async def clear_batch(self, request: ClearRequest) -> list[str]:
         """In one step: delete each listed record that is still ``not_applied`` at its fence,
         keep ``archive`` (if given) as the batch's archive, and append ``audit``.
 
@@ -190,14 +174,7 @@ class Control(Protocol):
         """The agent's pause, failure streak and snapshot; a fresh one if none was written."""
         ...
 
-    async def write_pause(
-        self,
-        agent: str,
-        version: int,
-        pause: Pause | None,
-        audit: AuditEntry,
-        reset_failures: bool = False,
-    ) -> AgentControl | None:
+    async def write_pause(self, request: PauseRequest) -> AgentControl | None:
         """Compare-and-set: set the agent's pause (stamped with the store's time), or clear it
         (None), if its control is still at ``version``; ``reset_failures`` also empties the
         streak and the snapshot. ``audit`` is appended in the same step.

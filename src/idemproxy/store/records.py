@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import TypeAlias
 
 from idemproxy.store.control import MAX_ERROR_CHARS, Pause
+from idemproxy.store.journal import AuditEntry
 
 
 class RecordState(StrEnum):
@@ -206,6 +207,17 @@ class Resolution:
     def __post_init__(self) -> None:
         if self.state not in (RecordState.COMPLETED, RecordState.NOT_APPLIED):
             raise ValueError("a resolution ends as completed (applied) or not_applied")
+
+
+@dataclass(frozen=True, slots=True)
+class ResolveRequest:
+    """Compare-and-set: move the record at ``key`` from ``expected`` to ``resolution.state``."""
+
+    key: RecordKey
+    expected: RecordState
+    resolution: Resolution
+    audit: AuditEntry | None = None  # appended in the same step
+    fence: int | None = None  # given: only while the record is still at this fence
 
 
 @dataclass(frozen=True, slots=True)

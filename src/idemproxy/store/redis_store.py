@@ -33,7 +33,7 @@ from idemproxy.store.records import (
     Paused,
     RecordKey,
     RecordState,
-    Resolution,
+    ResolveRequest,
     ResolveResult,
     Settlement,
     Standing,
@@ -239,14 +239,9 @@ class RedisStore(RedisControl):
         with _translated("settle"):
             return int(await self._settle(keys=keys, args=args)) == 1
 
-    async def resolve(
-        self,
-        key: RecordKey,
-        expected: RecordState,
-        resolution: Resolution,
-        audit: AuditEntry | None = None,
-        fence: int | None = None,
-    ) -> ResolveResult:
+    async def resolve(self, request: ResolveRequest) -> ResolveResult:
+        key, expected, resolution = request.key, request.expected, request.resolution
+        audit, fence = request.audit, request.fence
         args: list[ScriptArg] = [
             key.effect_id,
             expected.value,

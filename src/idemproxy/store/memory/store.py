@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from idemproxy.store.clock import SteadyClock
 from idemproxy.store.control import (
     AgentControl,
     FailedAttempt,
-    Pause,
+    PauseRequest,
     auto_pause_audit,
     counted,
     written_pause,
@@ -26,7 +26,7 @@ from idemproxy.store.decisions import (
     resolved_record,
     settled_record,
 )
-from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
+from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
 from idemproxy.store.memory.safety import MEMORY_DURABILITY, MemoryMarker
 from idemproxy.store.records import (
     Claimed,
@@ -38,7 +38,7 @@ from idemproxy.store.records import (
     Paused,
     RecordKey,
     RecordState,
-    Resolution,
+    ResolveRequest,
     ResolveResult,
     Settlement,
     Standing,
@@ -147,24 +147,18 @@ class MemoryStore:
         if paused and control.pause is not None:
             self._append_audit(auto_pause_audit(key.agent, control.pause.reason), now_ms)
 
-    async def resolve(
-        self,
-        key: RecordKey,
-        expected: RecordState,
-        resolution: Resolution,
-        audit: AuditEntry | None = None,
-        fence: int | None = None,
-    ) -> ResolveResult:
+    async def resolve(self, request: ResolveRequest) -> ResolveResult:
+        key, resolution = request.key, request.resolution
         now_ms = self._clock_ms()
         record = self._live(key, now_ms)
-        if record is None or not resolvable(record, expected, fence):
+        if record is None or not resolvable(record, request.expected, request.fence):
             return ResolveResult(resolved=False, record=record)
         fence = self._next_fence(key.agent, record.fence)
         record = resolved_record(record, resolution, fence, now_ms)
         self._records[key] = (record, now_ms + resolution.ttl_s * 1000)
         self._emit(record, EventType.RESOLVED, now_ms)
-        if audit is not None:
-            self._append_audit(audit, now_ms)
+        if request.audit is not None:
+            self._append_audit(request.audit, now_ms)
         return ResolveResult(resolved=True, record=record)
 
     async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
@@ -280,17 +274,11 @@ class MemoryStore:
         entries = self._audit.get(agent, [])
         return entries[-limit:] if limit > 0 else []
 
-    async def clear_batch(
-        self,
-        agent: str,
-        batch: str,
-        freed: Sequence[FreedRecord],
-        archive: bytes | None,
-        audit: AuditEntry,
-    ) -> list[str]:
+    async def clear_batch(self, request: ClearRequest) -> list[str]:
+        agent, batch = request.agent, request.batch
         now_ms = self._clock_ms()
         cleared = []
-        for item in freed:
+        for item in request.records:
             key = RecordKey(agent, item.effect_id)
             record = self._live(key, now_ms)
             if (
@@ -301,9 +289,9 @@ class MemoryStore:
             ):
                 del self._records[key]
                 cleared.append(item.effect_id)
-        if archive is not None:
-            self._archives[agent, batch] = archive
-        self._append_audit(audit, now_ms)
+        if request.archive is not None:
+            self._archives[agent, batch] = request.archive
+        self._append_audit(request.audit, now_ms)
         return cleared
 
     async def read_archive(self, agent: str, batch: str) -> bytes | None:
@@ -312,20 +300,13 @@ class MemoryStore:
     async def read_control(self, agent: str) -> AgentControl:
         return self._controls.get(agent, AgentControl())
 
-    async def write_pause(
-        self,
-        agent: str,
-        version: int,
-        pause: Pause | None,
-        audit: AuditEntry,
-        reset_failures: bool = False,
-    ) -> AgentControl | None:
-        control = self._controls.get(agent, AgentControl())
-        if control.version != version:
+    async def write_pause(self, request: PauseRequest) -> AgentControl | None:
+        control = self._controls.get(request.agent, AgentControl())
+        if control.version != request.version:
             return None
         now_ms = self._clock_ms()
-        control = self._controls[agent] = written_pause(control, pause, reset_failures, now_ms)
-        self._append_audit(audit, now_ms)
+        control = self._controls[request.agent] = written_pause(control, request, now_ms)
+        self._append_audit(request.audit, now_ms)
         return control
 
     async def durability(self) -> Durability:

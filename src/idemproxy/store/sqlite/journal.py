@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
-from collections.abc import Sequence
 
-from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
+from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
 from idemproxy.store.sqlite import worklist
 from idemproxy.store.work import Work
 
@@ -155,12 +154,11 @@ def list_agents(db: sqlite3.Connection) -> list[str]:
     return [row["agent"] for row in db.execute("SELECT agent FROM agents ORDER BY agent")]
 
 
-def delete_freed(
-    db: sqlite3.Connection, agent: str, batch: str, freed: Sequence[FreedRecord], now_ms: int
-) -> list[str]:
+def delete_cleared(db: sqlite3.Connection, request: ClearRequest, now_ms: int) -> list[str]:
     """Delete each listed record of the batch that is still ``not_applied`` at its fence."""
+    agent, batch = request.agent, request.batch
     deleted = []
-    for item in freed:
+    for item in request.records:
         cursor = db.execute(
             "DELETE FROM records WHERE agent = ? AND effect_id = ? AND batch = ?"
             " AND state = 'not_applied' AND fence = ? AND expires_ms > ?",

@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
 from idemproxy.store.clock import SteadyClock
-from idemproxy.store.control import AgentControl, Pause, written_pause
+from idemproxy.store.control import AgentControl, PauseRequest, written_pause
 from idemproxy.store.decisions import (
     HELD_MS,
     ClaimStep,
@@ -32,7 +32,7 @@ from idemproxy.store.decisions import (
     settled_record,
 )
 from idemproxy.store.errors import StoreCorrupt, StoreUnavailable
-from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
+from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
 from idemproxy.store.records import (
     Claimed,
     ClaimRequest,
@@ -42,8 +42,7 @@ from idemproxy.store.records import (
     EventType,
     Paused,
     RecordKey,
-    RecordState,
-    Resolution,
+    ResolveRequest,
     ResolveResult,
     Settlement,
     Standing,
@@ -175,24 +174,19 @@ class SQLiteStore:
 
         return await self._run(lambda db: self._write(db, lambda now: settle(db, now)))
 
-    async def resolve(
-        self,
-        key: RecordKey,
-        expected: RecordState,
-        resolution: Resolution,
-        audit: AuditEntry | None = None,
-        fence: int | None = None,
-    ) -> ResolveResult:
+    async def resolve(self, request: ResolveRequest) -> ResolveResult:
+        key, resolution = request.key, request.resolution
+
         def resolve(db: sqlite3.Connection, now_ms: int) -> ResolveResult:
             found = schema.load(db, key, now_ms)
-            if found is None or not resolvable(found[0], expected, fence):
+            if found is None or not resolvable(found[0], request.expected, request.fence):
                 return ResolveResult(resolved=False, record=found[0] if found else None)
-            fence_now = schema.next_fence(db, key.agent, found[0].fence, now_ms)
-            record = resolved_record(found[0], resolution, fence_now, now_ms)
+            fence = schema.next_fence(db, key.agent, found[0].fence, now_ms)
+            record = resolved_record(found[0], resolution, fence, now_ms)
             schema.save(db, record, now_ms + resolution.ttl_s * 1000)
             schema.append_event(db, record, EventType.RESOLVED, now_ms)
-            if audit is not None:
-                journal.append_audit(db, audit, now_ms)
+            if request.audit is not None:
+                journal.append_audit(db, request.audit, now_ms)
             return ResolveResult(resolved=True, record=record)
 
         return await self._run(lambda db: self._write(db, lambda now: resolve(db, now)))
@@ -286,19 +280,12 @@ class SQLiteStore:
     async def read_audit(self, agent: str, limit: int = 100) -> list[AuditEntry]:
         return await self._run(lambda db: journal.read_audit(db, agent, max(limit, 0)))
 
-    async def clear_batch(
-        self,
-        agent: str,
-        batch: str,
-        freed: Sequence[FreedRecord],
-        archive: bytes | None,
-        audit: AuditEntry,
-    ) -> list[str]:
+    async def clear_batch(self, request: ClearRequest) -> list[str]:
         def clear(db: sqlite3.Connection, now_ms: int) -> list[str]:
-            cleared = journal.delete_freed(db, agent, batch, freed, now_ms)
-            if archive is not None:
-                journal.save_archive(db, agent, batch, archive, now_ms)
-            journal.append_audit(db, audit, now_ms)
+            cleared = journal.delete_cleared(db, request, now_ms)
+            if request.archive is not None:
+                journal.save_archive(db, request.agent, request.batch, request.archive, now_ms)
+            journal.append_audit(db, request.audit, now_ms)
             return cleared
 
         return await self._run(lambda db: self._write(db, lambda now: clear(db, now)))
@@ -309,21 +296,14 @@ class SQLiteStore:
     async def read_control(self, agent: str) -> AgentControl:
         return await self._run(lambda db: control.load(db, agent))
 
-    async def write_pause(
-        self,
-        agent: str,
-        version: int,
-        pause: Pause | None,
-        audit: AuditEntry,
-        reset_failures: bool = False,
-    ) -> AgentControl | None:
+    async def write_pause(self, request: PauseRequest) -> AgentControl | None:
         def write(db: sqlite3.Connection, now_ms: int) -> AgentControl | None:
-            current = control.load(db, agent)
-            if current.version != version:
+            current = control.load(db, request.agent)
+            if current.version != request.version:
                 return None
-            written = written_pause(current, pause, reset_failures, now_ms)
-            control.save(db, agent, written, now_ms)
-            journal.append_audit(db, audit, now_ms)
+            written = written_pause(current, request, now_ms)
+            control.save(db, request.agent, written, now_ms)
+            journal.append_audit(db, request.audit, now_ms)
             return written
 
         return await self._run(lambda db: self._write(db, lambda now: write(db, now)))
