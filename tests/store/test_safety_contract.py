@@ -68,7 +68,7 @@ async def marked(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
 
 
 def memory_drop(store: MemoryStore) -> Drop:
-    book = store._marker  # a memory store has no outside to reach in from
+    book = store.safety  # a memory store has no outside to reach in from
 
     async def drop(log: bool) -> None:
         book._marker = None

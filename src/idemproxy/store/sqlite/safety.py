@@ -18,7 +18,6 @@ from pathlib import Path
 
 from idemproxy.store.errors import StoreCorrupt
 from idemproxy.store.journal import AuditEntry
-from idemproxy.store.memory.safety import fresh_id
 from idemproxy.store.safety import (
     LOG_LIMIT,
     Durability,
@@ -28,6 +27,7 @@ from idemproxy.store.safety import (
     MarkerCheck,
     acknowledged,
     acknowledgement_entry,
+    fresh_id,
     loss_entry,
     marked_entry,
     next_check,
