@@ -8,6 +8,7 @@ from pathlib import Path
 from idemproxy.store.records import RecordKey, RecordState, Settlement
 from idemproxy.store.sqlite import SQLiteStore
 from idemproxy.store.sqlite import journal as sqlite_journal
+from idemproxy.store.sqlite import rows as sqlite_rows
 from idemproxy.store.sqlite import schema as sqlite_schema
 from tests.store.test_contract import claim_request, fence_of
 
@@ -49,7 +50,7 @@ async def test_the_purge_drops_agents_with_nothing_left(tmp_path: Path) -> None:
 
     db = sqlite_schema.connect(tmp_path / "effects.db", 1000)
     later_ms = 2**42  # long after every record here could have expired
-    sqlite_schema.purge(db, later_ms, retention_ms=1)  # expired records and every event gone
+    sqlite_rows.purge(db, later_ms, retention_ms=1)  # expired records and every event gone
     sqlite_journal.purge(db, later_ms, 10**15, 10**15)
     assert sqlite_journal.list_agents(db) == ["kept"]  # its held record keeps it listed
     db.close()

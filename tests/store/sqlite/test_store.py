@@ -78,13 +78,13 @@ async def test_work_runs_off_the_event_loop_thread(
 ) -> None:
     store = SQLiteStore(tmp_path / "effects.db")
     seen: list[str] = []
-    original = store._on_worker
+    original = store._file._on_worker
 
     def spy(fn: Callable[[sqlite3.Connection], object]) -> object:
         seen.append(threading.current_thread().name)
         return original(fn)
 
-    monkeypatch.setattr(store, "_on_worker", spy)
+    monkeypatch.setattr(store._file, "_on_worker", spy)
     try:
         await store.claim(claim_request(RecordKey("agent", "e1")))
         await store.get(RecordKey("agent", "e1"))

@@ -14,7 +14,9 @@ import dataclasses
 import sqlite3
 
 from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
-from idemproxy.store.sqlite import worklist
+from idemproxy.store.records import EffectEvent
+from idemproxy.store.sqlite import rows, worklist
+from idemproxy.store.sqlite.file import SQLiteFile
 from idemproxy.store.work import Work
 
 TABLES = (
@@ -181,3 +183,68 @@ def purge(
         " AND NOT EXISTS (SELECT 1 FROM events WHERE agent = agents.agent)"
         " AND NOT EXISTS (SELECT 1 FROM audit WHERE agent = agents.agent)"
     )
+
+
+class SQLiteJournal:
+    """The :class:`~idemproxy.store.protocols.Journal` on these tables and the outbox."""
+
+    def __init__(self, file: SQLiteFile) -> None:
+        self._file = file
+
+    async def read_events(
+        self, agent: str, after: str | None = None, limit: int = 100
+    ) -> list[EffectEvent]:
+        after_id = _event_id(after)
+        return await self._file.run(lambda db: rows.read_events(db, agent, after_id, max(limit, 0)))
+
+    async def count_events(self, agent: str, after: str | None = None, cap: int = 10_000) -> int:
+        after_id = _event_id(after)
+        sql = "SELECT COUNT(*) FROM (SELECT 1 FROM events WHERE agent = ? AND id > ? LIMIT ?)"
+        return await self._file.run(
+            lambda db: int(db.execute(sql, (agent, after_id, max(cap, 0))).fetchone()[0])
+        )
+
+    async def read_cursor(self, agent: str) -> DeliveryCursor:
+        return await self._file.run(lambda db: read_cursor(db, agent))
+
+    async def write_cursor(
+        self, agent: str, cursor: DeliveryCursor, audit: AuditEntry | None = None
+    ) -> DeliveryCursor | None:
+        def write(db: sqlite3.Connection, now_ms: int) -> DeliveryCursor | None:
+            if read_cursor(db, agent).version != cursor.version:
+                return None
+            written = dataclasses.replace(cursor, version=cursor.version + 1)
+            write_cursor(db, agent, written)
+            if audit is not None:
+                append_audit(db, audit, now_ms)
+            return written
+
+        return await self._file.write(write)
+
+    async def append_audit(self, entry: AuditEntry) -> AuditEntry:
+        return await self._file.write(lambda db, now_ms: append_audit(db, entry, now_ms))
+
+    async def read_audit(self, agent: str, limit: int = 100) -> list[AuditEntry]:
+        return await self._file.run(lambda db: read_audit(db, agent, max(limit, 0)))
+
+    async def clear_batch(self, request: ClearRequest) -> list[str]:
+        def clear(db: sqlite3.Connection, now_ms: int) -> list[str]:
+            cleared = delete_cleared(db, request, now_ms)
+            if request.archive is not None:
+                save_archive(db, request.agent, request.batch, request.archive, now_ms)
+            append_audit(db, request.audit, now_ms)
+            return cleared
+
+        return await self._file.write(clear)
+
+    async def read_archive(self, agent: str, batch: str) -> bytes | None:
+        return await self._file.run(lambda db: read_archive(db, agent, batch))
+
+
+def _event_id(after: str | None) -> int:
+    """The row id an event id of this store stands for (0: before the first)."""
+    if after is None:
+        return 0
+    if not (after.isascii() and after.isdigit()):
+        raise ValueError(f"not an event id of the sqlite store: {after!r}")
+    return int(after)
