@@ -37,6 +37,7 @@ from idemproxy.store.records import (
     RecordKey,
     RecordState,
     Resolution,
+    Resolved,
     ResolveRequest,
     Settlement,
     Standing,
@@ -178,8 +179,8 @@ class RecordMachine(RuleBasedStateMachine):
                 ResolveRequest(self.key(effect_id), expected, Resolution(verdict, answer))
             )
         )
-        assert result.resolved == (before is not None and before.state is expected)
-        if result.resolved:
+        assert isinstance(result, Resolved) == (before is not None and before.state is expected)
+        if isinstance(result, Resolved):
             assert before is not None
             self.last_fence = max(self.last_fence, before.fence) + 1
             self.model[effect_id] = before.emit(

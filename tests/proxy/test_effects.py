@@ -20,6 +20,7 @@ from idemproxy.store.records import (
     RecordKey,
     RecordState,
     Resolution,
+    Resolved,
     ResolveRequest,
     Settlement,
 )
@@ -416,7 +417,9 @@ async def test_an_effect_resolved_as_applied_replays_without_a_recorded_response
     agent, _, effect_id = first.headers["Idem-Key"].partition("/")
     resolution = Resolution(RecordState.COMPLETED, reason="operator saw the message posted")
     key = RecordKey(agent, effect_id)
-    assert (await store.resolve(ResolveRequest(key, RecordState.UNKNOWN, resolution))).resolved
+    assert isinstance(
+        await store.resolve(ResolveRequest(key, RecordState.UNKNOWN, resolution)), Resolved
+    )
 
     repeat = await client.post("/up/status/500", data=b"{}", headers=TOOL_CALL)
     body = await repeat.json()

@@ -18,7 +18,9 @@ from idemproxy.store.records import (
     EventType,
     RecordKey,
     RecordState,
+    Refused,
     Resolution,
+    Resolved,
     ResolveRequest,
     Settlement,
     Standing,
@@ -357,7 +359,9 @@ async def test_unknown_outcomes_are_held_until_resolved(store: Store, ns: str) -
         assert isinstance(seen, Standing)
         assert seen.record.state is RecordState.UNKNOWN
     verdict = Resolution(RecordState.NOT_APPLIED, reason="checked: not sent", ttl_s=1)
-    assert (await store.resolve(ResolveRequest(settled, RecordState.UNKNOWN, verdict))).resolved
+    assert isinstance(
+        await store.resolve(ResolveRequest(settled, RecordState.UNKNOWN, verdict)), Resolved
+    )
     await asyncio.sleep(1.2)
     assert await store.get(settled) is None
     assert [record.key for record in await store.list_unknown(ns)] == [lapsed]
@@ -369,7 +373,7 @@ async def test_fences_keep_growing_when_a_record_expires(store: Store, ns: str) 
     # An operator frees the key under a slow attempt, and the freed record expires.
     verdict = Resolution(RecordState.NOT_APPLIED, reason="operator: not sent", ttl_s=1)
     freed = await store.resolve(ResolveRequest(key, RecordState.IN_FLIGHT, verdict))
-    assert freed.resolved
+    assert isinstance(freed, Resolved)
     assert freed.record is not None
     assert freed.record.fence > stale
     await asyncio.sleep(1.2)
@@ -534,7 +538,7 @@ async def test_resolve_applied_replays_the_supplied_response(store: Store, ns: s
 
     result = await store.resolve(ResolveRequest(key, RecordState.UNKNOWN, resolution))
 
-    assert result.resolved
+    assert isinstance(result, Resolved)
     assert result.record is not None
     assert result.record.state is RecordState.COMPLETED
     assert result.record.fence == 2
@@ -560,7 +564,7 @@ async def test_resolve_not_applied_frees_the_key(store: Store, ns: str) -> None:
     result = await store.resolve(
         ResolveRequest(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED))
     )
-    assert result.resolved
+    assert isinstance(result, Resolved)
     again = await store.claim(claim_request(key))
     assert isinstance(again, Claimed)
     assert again.fence == 3
@@ -572,13 +576,13 @@ async def test_resolve_is_compare_and_set(store: Store, ns: str) -> None:
     missing = await store.resolve(
         ResolveRequest(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED))
     )
-    assert (missing.resolved, missing.record) == (False, None)
+    assert missing == Refused(None)
     await store.claim(claim_request(key))
     await store.settle(key, await fence_of(store, key), completed())
     refused = await store.resolve(
         ResolveRequest(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED))
     )
-    assert not refused.resolved
+    assert isinstance(refused, Refused)
     assert refused.record is not None
     assert refused.record.state is RecordState.COMPLETED
     assert (await store.get(key)) == refused.record
@@ -593,7 +597,7 @@ async def test_concurrent_resolutions_let_exactly_one_win(store: Store, ns: str)
     results = await asyncio.gather(
         *(store.resolve(ResolveRequest(key, RecordState.UNKNOWN, verdict)) for verdict in verdicts)
     )
-    assert sum(result.resolved for result in results) == 1
+    assert sum(isinstance(result, Resolved) for result in results) == 1
     assert (await event_types(store, ns)).count(EventType.RESOLVED) == 1
 
 
@@ -603,7 +607,7 @@ async def test_resolving_an_attempt_in_flight_fences_its_late_settle(store: Stor
     result = await store.resolve(
         ResolveRequest(key, RecordState.IN_FLIGHT, Resolution(RecordState.NOT_APPLIED))
     )
-    assert result.resolved
+    assert isinstance(result, Resolved)
     assert not await store.settle(key, stale, completed())
     record = await store.get(key)
     assert record is not None

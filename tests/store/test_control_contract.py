@@ -21,6 +21,7 @@ from idemproxy.store.records import (
     RecordKey,
     RecordState,
     Resolution,
+    Resolved,
     ResolveRequest,
     Settlement,
     Standing,
@@ -241,7 +242,7 @@ async def test_resolve_given_a_fence_applies_only_at_that_fence(
         ResolveRequest(key, RecordState.COMPLETED, freed, fence=failed.fence + fence_offset)
     )
 
-    assert result.resolved is (fence_offset == 0)
+    assert isinstance(result, Resolved) is (fence_offset == 0)
     assert result.record is not None
     expected = RecordState.NOT_APPLIED if fence_offset == 0 else RecordState.COMPLETED
     assert result.record.state is expected

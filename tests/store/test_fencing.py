@@ -16,6 +16,7 @@ from idemproxy.store.records import (
     RecordKey,
     RecordState,
     Resolution,
+    Resolved,
     ResolveRequest,
     Settlement,
     Standing,
@@ -32,7 +33,9 @@ async def hand_over(store: Store, key: RecordKey) -> int:
     assert isinstance(seen, Standing)
     assert seen.record.state is RecordState.UNKNOWN
     verdict = Resolution(RecordState.NOT_APPLIED, reason="operator: not there")
-    assert (await store.resolve(ResolveRequest(key, RecordState.UNKNOWN, verdict))).resolved
+    assert isinstance(
+        await store.resolve(ResolveRequest(key, RecordState.UNKNOWN, verdict)), Resolved
+    )
     taken = await store.claim(claim_request(key, lease_ms=SHORT_LEASE_MS))
     assert isinstance(taken, Claimed)
     return taken.fence

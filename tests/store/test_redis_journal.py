@@ -16,6 +16,7 @@ from idemproxy.store.records import (
     RecordKey,
     RecordState,
     Resolution,
+    Resolved,
     ResolveRequest,
     Settlement,
 )
@@ -59,7 +60,7 @@ async def exercise_journal(store: RedisStore, agent: str) -> None:
             doubt, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED), audit(agent, "resolve")
         )
     )
-    assert resolved.resolved
+    assert isinstance(resolved, Resolved)
     await store.claim(claim_request(lapsed, lease_ms=SHORT_LEASE_MS))
     await asyncio.sleep(0.1)
     assert [record.key for record in await store.sweep_expired(agent)] == [lapsed]

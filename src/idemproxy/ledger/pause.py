@@ -26,7 +26,14 @@ from idemproxy.ledger.review import RESOLVED_TTL_S, not_found
 from idemproxy.store.control import AgentControl, Pause, PauseOrigin, PauseRequest
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.protocols import Store
-from idemproxy.store.records import EffectRecord, RecordKey, RecordState, Resolution, ResolveRequest
+from idemproxy.store.records import (
+    EffectRecord,
+    RecordKey,
+    RecordState,
+    Refused,
+    Resolution,
+    ResolveRequest,
+)
 
 # A resume whose compare-and-set lost only to failures joining the snapshot goes round again.
 RESUME_ROUNDS = 3
@@ -180,7 +187,7 @@ class Pauses:
         resolved = await self._store.resolve(
             ResolveRequest(key, RecordState.COMPLETED, resolution, audit, wanted)
         )
-        if not resolved.resolved:
+        if isinstance(resolved, Refused):
             now = resolved.record.state.value if resolved.record else ""
             return FreedAttempt(str(key), wanted, Freed.MOVED_ON, now)
         return FreedAttempt(str(key), wanted, Freed.FREED, RecordState.NOT_APPLIED.value)

@@ -19,6 +19,7 @@ from idemproxy.store.records import (
     RecordKey,
     RecordState,
     Resolution,
+    Resolved,
     ResolveRequest,
     StoredResponse,
 )
@@ -121,7 +122,7 @@ class Review:
         )
         if result.record is None:
             raise not_found(f"effect {key}")
-        if not result.resolved:
+        if not isinstance(result, Resolved):
             raise RequestRefused(
                 ProblemCode.STATE_CONFLICT,
                 f"effect {key} is {result.record.state.value}, not unknown: it was resolved or"

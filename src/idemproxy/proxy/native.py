@@ -28,6 +28,7 @@ from idemproxy.store.records import (
     EffectRecord,
     RecordState,
     Resolution,
+    Resolved,
     ResolveRequest,
     Settlement,
     StoredResponse,
@@ -168,7 +169,7 @@ class NativeDedupe:
         except StoreError:
             log.warning("could not record a reconciliation", extra={"effect_key": str(key)})
             return Reconciled()
-        if not result.resolved or result.record is None:
+        if not isinstance(result, Resolved):
             return Reconciled()  # another repeat settled it first; its result stands
         log.info(
             "unknown outcome reconciled",

@@ -221,12 +221,21 @@ class ResolveRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class ResolveResult:
-    """``record`` is the record after the change, or as it stands when ``resolved`` is False
-    (None: there is no record)."""
+class Resolved:
+    """The record moved to the resolution's state: ``record`` is it after the change."""
 
-    resolved: bool
+    record: EffectRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """Nothing changed: ``record`` is the record as it stands (None: there is none)."""
+
     record: EffectRecord | None
+
+
+# What a resolve did: match on it (``case Resolved(record=record): ...``).
+ResolveResult: TypeAlias = Resolved | Refused
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,8 @@ from idemproxy.store.records import (
     Paused,
     RecordKey,
     RecordState,
+    Refused,
+    Resolved,
     ResolveRequest,
     ResolveResult,
     Settlement,
@@ -263,7 +265,9 @@ class RedisStore(RedisControl):
         with _translated("resolve"):
             reply = await self._resolve(keys=keys, args=args)
         record = decode_record(key, reply[1]) if reply[1] else None
-        return ResolveResult(resolved=int(reply[0]) == 1, record=record)
+        if int(reply[0]) == 1 and record is not None:
+            return Resolved(record)
+        return Refused(record)
 
     async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
         with _translated("renew"):

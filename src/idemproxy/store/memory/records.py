@@ -27,6 +27,8 @@ from idemproxy.store.records import (
     Paused,
     RecordKey,
     RecordState,
+    Refused,
+    Resolved,
     ResolveRequest,
     ResolveResult,
     Settlement,
@@ -82,14 +84,14 @@ class MemoryRecords:
         key, resolution = request.key, request.resolution
         record = tables.live(key, now_ms)
         if record is None or not resolvable(record, request.expected, request.fence):
-            return ResolveResult(resolved=False, record=record)
+            return Refused(record)
         fence = tables.next_fence(key.agent, record.fence)
         record = resolved_record(record, resolution, fence, now_ms)
         tables.records[key] = (record, now_ms + resolution.ttl_s * 1000)
         tables.emit(record, EventType.RESOLVED, now_ms)
         if request.audit is not None:
             tables.append_audit(request.audit, now_ms)
-        return ResolveResult(resolved=True, record=record)
+        return Resolved(record)
 
     async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
         tables, now_ms = self._tables, self._tables.clock_ms()

@@ -26,6 +26,8 @@ from idemproxy.store.records import (
     EventType,
     Paused,
     RecordKey,
+    Refused,
+    Resolved,
     ResolveRequest,
     ResolveResult,
     Settlement,
@@ -72,14 +74,14 @@ class SQLiteRecords:
         def resolve(db: sqlite3.Connection, now_ms: int) -> ResolveResult:
             found = rows.load(db, key, now_ms)
             if found is None or not resolvable(found[0], request.expected, request.fence):
-                return ResolveResult(resolved=False, record=found[0] if found else None)
+                return Refused(found[0] if found else None)
             fence = rows.next_fence(db, key.agent, found[0].fence, now_ms)
             record = resolved_record(found[0], resolution, fence, now_ms)
             rows.save(db, record, now_ms + resolution.ttl_s * 1000)
             rows.append_event(db, record, EventType.RESOLVED, now_ms)
             if request.audit is not None:
                 journal.append_audit(db, request.audit, now_ms)
-            return ResolveResult(resolved=True, record=record)
+            return Resolved(record)
 
         return await self._file.write(resolve)
 
