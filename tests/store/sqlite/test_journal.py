@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from idemproxy.store.records import RecordKey, RecordState, Settlement
 from idemproxy.store.sqlite import SQLiteStore
 from idemproxy.store.sqlite import journal as sqlite_journal
@@ -54,3 +56,12 @@ async def test_the_purge_drops_agents_with_nothing_left(tmp_path: Path) -> None:
     sqlite_journal.purge(db, later_ms, 10**15, 10**15)
     assert sqlite_journal.list_agents(db) == ["kept"]  # its held record keeps it listed
     db.close()
+
+
+async def test_an_event_id_from_elsewhere_is_rejected(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "effects.db")
+    try:
+        with pytest.raises(ValueError, match="event id"):
+            await store.read_events("agent", after="1700000000000-0")
+    finally:
+        await store.close()
