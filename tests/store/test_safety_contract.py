@@ -20,6 +20,7 @@ from redis.asyncio import Redis
 
 from idemproxy.store import layout
 from idemproxy.store.memory import MemoryStore
+from idemproxy.store.memory.safety import MemorySafety
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import RecordKey
 from idemproxy.store.redis_store import RedisStore
@@ -69,6 +70,7 @@ async def marked(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
 
 def memory_drop(store: MemoryStore) -> Drop:
     book = store.safety  # a memory store has no outside to reach in from
+    assert isinstance(book, MemorySafety)
 
     async def drop(log: bool) -> None:
         book._marker = None

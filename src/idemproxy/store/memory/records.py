@@ -37,8 +37,19 @@ from idemproxy.store.records import (
 
 
 class MemoryRecords:
+    backend = "memory"
+
     def __init__(self, tables: MemoryTables) -> None:
         self._tables = tables
+
+    async def ping(self) -> None:
+        return None
+
+    async def now_ms(self) -> int:
+        return self._tables.clock_ms()
+
+    async def close(self) -> None:
+        return None
 
     async def claim(self, request: ClaimRequest) -> ClaimResult:
         tables, now_ms = self._tables, self._tables.clock_ms()

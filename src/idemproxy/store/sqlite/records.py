@@ -48,8 +48,19 @@ _LAPSED = (
 
 
 class SQLiteRecords:
+    backend = "sqlite"
+
     def __init__(self, file: SQLiteFile) -> None:
         self._file = file
+
+    async def ping(self) -> None:
+        await self._file.run(lambda db: db.execute("SELECT 1").fetchone())
+
+    async def now_ms(self) -> int:
+        return await self._file.read(lambda db, now_ms: now_ms)
+
+    async def close(self) -> None:
+        await self._file.close()
 
     async def claim(self, request: ClaimRequest) -> ClaimResult:
         return await self._file.write(lambda db, now_ms: _claim(db, request, now_ms))
