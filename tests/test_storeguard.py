@@ -13,8 +13,9 @@ from prometheus_client import CollectorRegistry
 from idemproxy.config.settings import StoreSafetyConfig
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.metrics import Metrics
-from idemproxy.store.base import StoreUnavailable
+from idemproxy.store.errors import StoreUnavailable
 from idemproxy.store.memory import MemoryStore
+from idemproxy.store.memory.safety import MemorySafety
 from idemproxy.store.safety import Durability, LossKind
 from idemproxy.storeguard import SafetyStatus, StoreGuard
 
@@ -41,7 +42,7 @@ class TunableStore(MemoryStore):
 
     def forget_marker(self) -> None:
         """As a store emptied under the proxy: marker and log gone."""
-        self._marker = type(self._marker)(self._clock_ms)
+        self.safety = MemorySafety(self._tables.clock_ms)
 
 
 def guard_of(store: TunableStore, **settings: bool) -> tuple[StoreGuard, Metrics]:

@@ -6,7 +6,7 @@
      +-- ConfigError       a bad config file, flag, variable or policy; the CLI exits 2 with it
      +-- RequestRefused    a request answered with a problem document instead of being forwarded
 
-Store failures have their own tree in :mod:`idemproxy.store.base`, since the store imports
+Store failures have their own tree in :mod:`idemproxy.store.errors`, since the store imports
 nothing of ours above it.
 """
 

@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from idemproxy.metrics import Metrics
-from idemproxy.store.base import Store, StoreError
-from idemproxy.store.control import AgentControl, Pause
-from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
+from idemproxy.store.control import AgentControl, PauseRequest
+from idemproxy.store.errors import StoreError
+from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import (
     ClaimRequest,
     ClaimResult,
     EffectEvent,
     EffectRecord,
     RecordKey,
-    RecordState,
-    Resolution,
+    ResolveRequest,
     ResolveResult,
     Settlement,
 )
@@ -81,17 +81,8 @@ class InstrumentedStore:
     async def settle(self, key: RecordKey, fence: int, settlement: Settlement) -> bool:
         return await self._timed("settle", lambda: self.inner.settle(key, fence, settlement))
 
-    async def resolve(
-        self,
-        key: RecordKey,
-        expected: RecordState,
-        resolution: Resolution,
-        audit: AuditEntry | None = None,
-        fence: int | None = None,
-    ) -> ResolveResult:
-        return await self._timed(
-            "resolve", lambda: self.inner.resolve(key, expected, resolution, audit, fence)
-        )
+    async def resolve(self, request: ResolveRequest) -> ResolveResult:
+        return await self._timed("resolve", lambda: self.inner.resolve(request))
 
     async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
         return await self._timed("renew", lambda: self.inner.renew(key, fence, lease_ms))
@@ -139,17 +130,8 @@ class InstrumentedStore:
     async def read_audit(self, agent: str, limit: int = 100) -> list[AuditEntry]:
         return await self._timed("audit", lambda: self.inner.read_audit(agent, limit))
 
-    async def clear_batch(
-        self,
-        agent: str,
-        batch: str,
-        freed: Sequence[FreedRecord],
-        archive: bytes | None,
-        audit: AuditEntry,
-    ) -> list[str]:
-        return await self._timed(
-            "archive", lambda: self.inner.clear_batch(agent, batch, freed, archive, audit)
-        )
+    async def clear_batch(self, request: ClearRequest) -> list[str]:
+        return await self._timed("archive", lambda: self.inner.clear_batch(request))
 
     async def read_archive(self, agent: str, batch: str) -> bytes | None:
         return await self._timed("archive", lambda: self.inner.read_archive(agent, batch))
@@ -157,18 +139,8 @@ class InstrumentedStore:
     async def read_control(self, agent: str) -> AgentControl:
         return await self._timed("control", lambda: self.inner.read_control(agent))
 
-    async def write_pause(
-        self,
-        agent: str,
-        version: int,
-        pause: Pause | None,
-        audit: AuditEntry,
-        reset_failures: bool = False,
-    ) -> AgentControl | None:
-        return await self._timed(
-            "control",
-            lambda: self.inner.write_pause(agent, version, pause, audit, reset_failures),
-        )
+    async def write_pause(self, request: PauseRequest) -> AgentControl | None:
+        return await self._timed("control", lambda: self.inner.write_pause(request))
 
     async def durability(self) -> Durability:
         return await self._timed("durability", self.inner.durability)

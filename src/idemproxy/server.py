@@ -23,8 +23,9 @@ from idemproxy.policies.base_url import misplaced_base_urls
 from idemproxy.proxy.app import build_proxy_app
 from idemproxy.proxy.state import ProxyState
 from idemproxy.proxy.upstreams import Upstream
-from idemproxy.store.base import Store, StoreError
+from idemproxy.store.errors import StoreError
 from idemproxy.store.factory import open_store, relative_path_note, store_location
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import RecordState, Settlement
 from idemproxy.store.replicas import failover_may_lose_claims
 from idemproxy.storeguard import StoreGuard

@@ -27,7 +27,8 @@ from enum import StrEnum
 from idemproxy.config.settings import StoreSafetyConfig
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.metrics import Metrics
-from idemproxy.store.base import Store, StoreError
+from idemproxy.store.errors import StoreError
+from idemproxy.store.protocols import Store
 from idemproxy.store.safety import Durability, Loss, LossKind, Marker
 from idemproxy.storerisks import Finding, Risk, findings
 

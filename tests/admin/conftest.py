@@ -13,8 +13,8 @@ from idemproxy.admin.app import build_admin_app
 from idemproxy.config.loader import load_config
 from idemproxy.metrics import Metrics
 from idemproxy.server import build_state
-from idemproxy.store.base import Store
 from idemproxy.store.memory import MemoryStore
+from idemproxy.store.protocols import Store
 
 TOKEN = "admin-token-0123456789"
 

@@ -11,7 +11,7 @@ import pytest
 from idemproxy.cli import main
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.records import RecordState
-from idemproxy.store.sqlite_store import SQLiteStore
+from idemproxy.store.sqlite import SQLiteStore
 from tests.admin.conftest import TOKEN, AdminClient
 from tests.ledger.conftest import make_effect
 

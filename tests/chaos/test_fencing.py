@@ -17,9 +17,16 @@ import aiohttp
 import orjson
 import pytest
 
-from idemproxy.store.base import Store
 from idemproxy.store.factory import open_store
-from idemproxy.store.records import EventType, RecordKey, RecordState, Resolution
+from idemproxy.store.protocols import Store
+from idemproxy.store.records import (
+    EventType,
+    RecordKey,
+    RecordState,
+    Resolution,
+    Resolved,
+    ResolveRequest,
+)
 from tests.support.fleet import ChaosUpstream, FleetProxy
 from tests.support.processes import RedisServer, http_get, running
 
@@ -88,7 +95,9 @@ async def take_over(store: Store, proxy_b: FleetProxy) -> None:
     assert (status, headers["Idem-Outcome"]) == (409, "outcome-unknown")
     assert b"lease expired" in body
     verdict = Resolution(RecordState.NOT_APPLIED, reason="operator: the post is not there")
-    assert (await store.resolve(KEY, RecordState.UNKNOWN, verdict)).resolved
+    assert isinstance(
+        await store.resolve(ResolveRequest(KEY, RecordState.UNKNOWN, verdict)), Resolved
+    )
 
 
 def two_proxies(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from idemproxy.store.records import (
+    Claimed,
     ClaimRequest,
     EffectMeta,
     RecordKey,
@@ -13,7 +14,7 @@ from idemproxy.store.records import (
     Settlement,
     StoredResponse,
 )
-from idemproxy.store.sqlite_store import SQLiteStore
+from idemproxy.store.sqlite import SQLiteStore
 from tests.support.cli import Ran
 
 AGENT, BATCH = "support-bot", "snowflake-42"
@@ -35,7 +36,7 @@ async def effect(
     """One effect of the batch, claimed and settled as the proxy does."""
     meta = EffectMeta(BATCH, tool_call, "post_message", "discord", "POST", PATH)
     claim = await store.claim(ClaimRequest(RecordKey(AGENT, effect_id), "fp", meta, 30_000, 600))
-    assert claim.claimed
+    assert isinstance(claim, Claimed)
     assert await store.settle(RecordKey(AGENT, effect_id), claim.fence, settlement)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from idemproxy.cli import main
 from idemproxy.store.safety import LossKind
-from idemproxy.store.sqlite_store import SQLiteStore
+from idemproxy.store.sqlite import SQLiteStore
 
 
 def test_the_store_verbs_work_on_a_store_directly(

@@ -14,11 +14,14 @@ from aiohttp.test_utils import TestClient
 from idemproxy.proxy.state import ProxyState
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.records import (
+    Claimed,
     ClaimRequest,
     EffectMeta,
     RecordKey,
     RecordState,
     Resolution,
+    Resolved,
+    ResolveRequest,
 )
 from tests.proxy.conftest import ProxyFactory
 from tests.support.upstream import EffectLog
@@ -312,7 +315,7 @@ async def test_lease_of_a_dead_holder_expires_into_unknown(
     record = await store.get(RecordKey(agent, effect_id))
     assert record is not None
     dead = ClaimRequest(record.key, record.fingerprint, EffectMeta(), lease_ms=50, ttl_s=60)
-    assert (await store.claim(dead)).claimed
+    assert isinstance(await store.claim(dead), Claimed)
     await asyncio.sleep(0.1)
 
     repeat = await client.post("/up/status/429", data=b"{}", headers=TOOL_CALL)
@@ -341,7 +344,9 @@ async def test_an_effect_resolved_as_applied_replays_without_a_recorded_response
     agent, _, effect_id = first.headers["Idem-Key"].partition("/")
     resolution = Resolution(RecordState.COMPLETED, reason="operator saw the message posted")
     key = RecordKey(agent, effect_id)
-    assert (await store.resolve(key, RecordState.UNKNOWN, resolution)).resolved
+    assert isinstance(
+        await store.resolve(ResolveRequest(key, RecordState.UNKNOWN, resolution)), Resolved
+    )
 
     repeat = await client.post("/up/status/500", data=b"{}", headers=TOOL_CALL)
     body = await repeat.json()

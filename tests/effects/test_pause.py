@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient
 
 from idemproxy.effects.seal import SEAL_HEADER
 from idemproxy.proxy.state import ProxyState
-from idemproxy.store.control import Pause, PauseOrigin
+from idemproxy.store.control import Pause, PauseOrigin, PauseRequest
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.memory import MemoryStore
 from tests.proxy.conftest import ProxyFactory
@@ -122,7 +122,7 @@ def sealed(state: ProxyState, path: str, compensates: str, body: bytes = BODY) -
 async def paused_by_alice(store: MemoryStore) -> None:
     pause = Pause(PauseOrigin.OPERATOR, "rotating the bot token", "alice")
     audit = AuditEntry(agent=AGENT, action="agent.pause", actor="alice", target=AGENT)
-    assert await store.write_pause(AGENT, 0, pause, audit) is not None
+    assert await store.write_pause(PauseRequest(AGENT, 0, pause, audit)) is not None
 
 
 async def test_an_operators_pause_holds_every_effect_and_a_compensation_passes(

@@ -6,7 +6,7 @@ import pytest
 
 from idemproxy.effects.paused import PauseGate
 from idemproxy.errors import RequestRefused
-from idemproxy.store.control import AgentControl, Pause, PauseOrigin
+from idemproxy.store.control import AgentControl, Pause, PauseOrigin, PauseRequest
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.memory import MemoryStore
 
@@ -24,8 +24,10 @@ class CountingStore(MemoryStore):
 async def test_a_pause_is_read_once_a_second_per_agent() -> None:
     store = CountingStore()
     pause = Pause(PauseOrigin.OPERATOR, "hands off", "alice")
-    await store.write_pause("bot", 0, pause, AuditEntry("bot", "agent.pause", "alice", "bot"))
-    gate = PauseGate(store)
+    await store.write_pause(
+        PauseRequest("bot", 0, pause, AuditEntry("bot", "agent.pause", "alice", "bot"))
+    )
+    gate = PauseGate(store.read_control)
     for _ in range(3):
         with pytest.raises(RequestRefused):
             await gate.check("bot")
@@ -34,7 +36,7 @@ async def test_a_pause_is_read_once_a_second_per_agent() -> None:
 
 async def test_the_agents_read_longest_ago_make_room_for_new_ones() -> None:
     store = CountingStore()
-    gate = PauseGate(store, max_agents=2)
+    gate = PauseGate(store.read_control, max_agents=2)
     for agent in ("a", "b", "c", "b", "a"):
         await gate.check(agent)
     # "a" made room for "c", so it is read again; "b" was still kept.

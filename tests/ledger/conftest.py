@@ -6,8 +6,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from idemproxy.store.base import Store
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import (
+    Claimed,
     ClaimRequest,
     EffectMeta,
     RecordKey,
@@ -47,7 +48,7 @@ async def make_effect(
     key = RecordKey(agent, f"tc:{batch}:{tool_call}:d-0")
     meta = EffectMeta(batch, tool_call, "post_message", "discord", "POST", "/channels/1/messages")
     claim = await store.claim(ClaimRequest(key, "fp", meta, lease_ms, 600))
-    assert claim.claimed
+    assert isinstance(claim, Claimed)
     if state is not None:
         response = None
         if state is RecordState.COMPLETED:

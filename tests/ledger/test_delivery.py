@@ -16,11 +16,11 @@ from idemproxy.config.settings import ControllerConfig
 from idemproxy.ledger.delivery import Delivery, Posted
 from idemproxy.ledger.service import LedgerService
 from idemproxy.metrics import Metrics
-from idemproxy.store.base import Store
 from idemproxy.store.memory import MemoryStore
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import RecordState
 from idemproxy.store.redis_store import RedisStore
-from idemproxy.store.sqlite_store import SQLiteStore
+from idemproxy.store.sqlite import SQLiteStore
 from tests.ledger.conftest import SECRET, make_effect
 from tests.support.controller import Controller
 

@@ -20,7 +20,7 @@ from idemproxy.ledger.delivery import Delivery, Posted
 from idemproxy.ledger.sweeper import Sweeper
 from idemproxy.metrics import Metrics
 from idemproxy.store import layout
-from idemproxy.store.control import Pause, PauseOrigin
+from idemproxy.store.control import Pause, PauseOrigin, PauseRequest
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.records import RecordState
 from idemproxy.store.redis_agents import CHECKS_PER_PASS
@@ -114,7 +114,7 @@ async def test_agents_with_work_are_swept_and_delivered_among_idle_ones(
         await make_effect(store, "settled", "b1", "c1", RecordState.COMPLETED)
         pause = Pause(PauseOrigin.OPERATOR, "hands off", "alice")
         audit = AuditEntry("paused", "agent.pause", "alice", "paused")
-        assert await store.write_pause("paused", 0, pause, audit)
+        assert await store.write_pause(PauseRequest("paused", 0, pause, audit))
         await asyncio.sleep(0.1)  # the lease runs out
 
         await sweeper.sweep_once()

@@ -13,15 +13,16 @@ from idemproxy.ledger.review import Decision
 from idemproxy.ledger.service import LedgerService
 from idemproxy.ledger.sweeper import Sweeper
 from idemproxy.metrics import Metrics
-from idemproxy.store.base import Store
-from idemproxy.store.journal import AuditEntry
 from idemproxy.store.memory import MemoryStore
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import (
+    Claimed,
     ClaimRequest,
     EffectMeta,
+    Paused,
     RecordKey,
     RecordState,
-    Resolution,
+    ResolveRequest,
     ResolveResult,
     Settlement,
     StoredResponse,
@@ -36,7 +37,7 @@ DENIED = StoredResponse(401, (("content-type", "application/json"),), b'{"error"
 async def settle(store: Store, key: RecordKey, settlement: Settlement, limit: int = LIMIT) -> int:
     """One attempt at ``key``, settled and counted toward a pause; its fence."""
     claim = await store.claim(ClaimRequest(key, "fp", EffectMeta(batch="b1"), 30_000, 600))
-    assert claim.claimed, claim
+    assert isinstance(claim, Claimed), claim
     counted = Settlement(
         settlement.state, settlement.response, reason=settlement.reason, pause_after_failures=limit
     )
@@ -85,7 +86,9 @@ async def test_resume_frees_only_what_is_still_failed_then_runs(store: Store, ns
     status = await service.agent(ns)
     assert (status["state"], status["failures"], status["snapshot"]) == ("running", 0, [])
     # The re-run of a freed effect is sent: its claim takes the key.
-    assert (await store.claim(ClaimRequest(keys[0], "fp", EffectMeta(), 1000, 600))).claimed
+    assert isinstance(
+        await store.claim(ClaimRequest(keys[0], "fp", EffectMeta(), 1000, 600)), Claimed
+    )
     actions = [(e.action, e.target) for e in await store.read_audit(ns)]
     assert actions == [
         ("agent.auto_pause", ns),
@@ -110,18 +113,11 @@ class Interleaving(InstrumentedStore):
         super().__init__(store, Metrics())
         self._meanwhile: Callable[[Store, str], Awaitable[None]] | None = meanwhile
 
-    async def resolve(
-        self,
-        key: RecordKey,
-        expected: RecordState,
-        resolution: Resolution,
-        audit: AuditEntry | None = None,
-        fence: int | None = None,
-    ) -> ResolveResult:
+    async def resolve(self, request: ResolveRequest) -> ResolveResult:
         if self._meanwhile is not None:
             meanwhile, self._meanwhile = self._meanwhile, None
-            await meanwhile(self.inner, key.agent)
-        return await super().resolve(key, expected, resolution, audit, fence)
+            await meanwhile(self.inner, request.key.agent)
+        return await super().resolve(request)
 
 
 async def bob_pauses(store: Store, agent: str) -> None:
@@ -134,6 +130,7 @@ async def a_late_attempt_fails(store: Store, agent: str) -> None:
     claim = await store.claim(
         ClaimRequest(late, "fp", EffectMeta(), 30_000, 600, ignore_pause=True)
     )
+    assert isinstance(claim, Claimed)
     failed = Settlement(RecordState.COMPLETED, DENIED, pause_after_failures=LIMIT)
     assert await store.settle(late, claim.fence, failed)
 
@@ -212,7 +209,7 @@ async def test_an_operator_pause_holds_the_agent_and_is_not_set_twice(
         "investigating",
     )
     claim = await store.claim(ClaimRequest(RecordKey(ns, "e1"), "fp", EffectMeta(), 1000, 600))
-    assert claim.paused is not None
+    assert isinstance(claim, Paused)
     with pytest.raises(RequestRefused, match="already paused"):
         await service.pause(ns, "bob", "")
     resumed = await service.resume(ns, "alice", "")

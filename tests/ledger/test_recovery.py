@@ -7,7 +7,7 @@ import pytest
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger.recovery import RecoverMode
 from idemproxy.ledger.service import LedgerService
-from idemproxy.store.base import Store
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import RecordState
 from tests.ledger.conftest import make_effect
 

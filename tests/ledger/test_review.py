@@ -10,8 +10,15 @@ import pytest
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger.review import Decision
 from idemproxy.ledger.service import LedgerService
-from idemproxy.store.base import Store
-from idemproxy.store.records import ClaimRequest, EffectMeta, RecordKey, RecordState
+from idemproxy.store.protocols import Store
+from idemproxy.store.records import (
+    Claimed,
+    ClaimRequest,
+    EffectMeta,
+    RecordKey,
+    RecordState,
+    Standing,
+)
 from tests.ledger.conftest import make_effect
 
 
@@ -44,7 +51,7 @@ async def test_applied_replays_the_given_response_and_is_audited(store: Store, n
     assert (record["state"], record["external_id"], record["status"]) == ("completed", "m-9", 201)
     assert "bob" in record["reason"]
     claim = await store.claim(ClaimRequest(key, "fp", EffectMeta(batch="b1"), 1000, 600))
-    assert claim.record is not None
+    assert isinstance(claim, Standing)
     assert claim.record.response is not None
     assert claim.record.response.body == b'{"a":1}'
     [entry] = await store.read_audit(ns)
@@ -59,7 +66,7 @@ async def test_not_applied_frees_the_key(store: Store, ns: str) -> None:
         str(key), Decision.parse("not-applied"), "bob", "not in the channel"
     )
     claim = await store.claim(ClaimRequest(key, "fp", EffectMeta(batch="b1"), 1000, 600))
-    assert claim.claimed
+    assert isinstance(claim, Claimed)
 
 
 async def test_a_record_that_moved_on_answers_409_with_its_state(store: Store, ns: str) -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from idemproxy.config.settings import ControllerConfig
 from idemproxy.ledger.service import EVENT_HISTORY_S, LedgerService
-from idemproxy.store.base import Store
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import RecordState
 from idemproxy.store.retention import EVENT_RETENTION_S
 from tests.ledger.conftest import SECRET, make_effect

@@ -10,8 +10,8 @@ import pytest
 
 from idemproxy.ledger.sweeper import Sweeper
 from idemproxy.metrics import Metrics
-from idemproxy.store.base import Store
 from idemproxy.store.memory import MemoryStore
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import EventType, RecordState
 from idemproxy.store.redis_store import RedisStore
 from tests.ledger.conftest import make_effect

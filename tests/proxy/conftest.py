@@ -14,8 +14,8 @@ from idemproxy.metrics import Metrics
 from idemproxy.proxy.app import build_proxy_app
 from idemproxy.proxy.state import ProxyState
 from idemproxy.server import PROXY_SERVER_SETTINGS, build_state
-from idemproxy.store.base import Store
 from idemproxy.store.memory import MemoryStore
+from idemproxy.store.protocols import Store
 from tests.support.upstream import EFFECTS, EffectLog, build_upstream_app
 
 

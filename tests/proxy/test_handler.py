@@ -130,7 +130,7 @@ async def test_authorization_is_forwarded_but_never_stored(
     assert response.status == 200
     assert effects.effects[-1].headers["Authorization"] == secret
     agent, _, effect_id = response.headers["Idem-Key"].partition("/")
-    record = await store.get(type(next(iter(store._records)))(agent, effect_id))
+    record = await store.get(type(next(iter(store._tables.records)))(agent, effect_id))
     assert record is not None
     assert record.response is not None
     dumped = repr(record) + orjson.dumps([list(h) for h in record.response.headers]).decode()
@@ -163,6 +163,6 @@ async def test_accounts_get_their_own_records_and_no_credential_is_stored(
     assert key_a != key_b
     assert key_rolled == key_a
     assert effects.count() == 2
-    dumped = repr(store._records) + repr(store._events)
+    dumped = repr(store._tables.records) + repr(store._tables.events)
     for secret in ("secret_of_a", "secret_of_b", "acct_A", "acct_B"):
         assert secret not in dumped

@@ -21,7 +21,7 @@ CALL = {"Idem-Batch": "b1", "Idem-Tool-Call": "c1", "Content-Type": "application
 
 
 def dumped(store: MemoryStore) -> str:
-    return repr(store._records) + repr(store._events)
+    return repr(store._tables.records) + repr(store._tables.events)
 
 
 def key_of(idem_key: str) -> RecordKey:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from idemproxy.store.base import StoreUnavailable
+from idemproxy.store.errors import StoreUnavailable
 from idemproxy.store.records import ClaimRequest, ClaimResult
 from tests.proxy.conftest import ProxyFactory
 from tests.support.upstream import EffectLog

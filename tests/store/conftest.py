@@ -17,10 +17,10 @@ import redis
 from redis.asyncio import Redis
 
 from idemproxy.store import layout
-from idemproxy.store.base import Store
 from idemproxy.store.memory import MemoryStore
+from idemproxy.store.protocols import Store
 from idemproxy.store.redis_store import RedisStore
-from idemproxy.store.sqlite_store import SQLiteStore
+from idemproxy.store.sqlite import SQLiteStore
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 SPARE_PORTS = range(6390, 6400)

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from idemproxy.store.base import Store
 from idemproxy.store.memory import MemoryStore
-from idemproxy.store.records import RecordKey, RecordState
+from idemproxy.store.protocols import Store
+from idemproxy.store.records import RecordKey, RecordState, Standing
 from idemproxy.store.redis_store import RedisStore
-from idemproxy.store.sqlite_store import SQLiteStore
+from idemproxy.store.sqlite import SQLiteStore
 from tests.store.conftest import REDIS_URL, delete_keys
-from tests.store.test_contract import claim_request, completed
+from tests.store.test_contract import claim_fence, claim_request, completed
 
 HOUR_NS = 3600 * 10**9
 
@@ -43,12 +43,11 @@ async def test_a_wall_clock_step_forward_lapses_no_lease(
     own_clock_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key = RecordKey("agent", "e1")
-    fence = (await own_clock_store.claim(claim_request(key, lease_ms=30_000))).fence
+    fence = await claim_fence(own_clock_store, claim_request(key, lease_ms=30_000))
     step_wall_clock(monkeypatch, HOUR_NS)
     assert await own_clock_store.sweep_expired("agent") == []
     seen = await own_clock_store.claim(claim_request(key))
-    assert not seen.claimed
-    assert seen.record is not None
+    assert isinstance(seen, Standing)
     assert seen.record.state is RecordState.IN_FLIGHT
     assert await own_clock_store.settle(key, fence, completed())
 
@@ -57,7 +56,7 @@ async def test_a_wall_clock_step_back_keeps_no_record_past_its_ttl(
     own_clock_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key = RecordKey("agent", "e1")
-    fence = (await own_clock_store.claim(claim_request(key))).fence
+    fence = await claim_fence(own_clock_store, claim_request(key))
     assert await own_clock_store.settle(key, fence, completed(ttl_s=1))
     step_wall_clock(monkeypatch, -HOUR_NS)
     await asyncio.sleep(1.1)

@@ -10,15 +10,20 @@ import os
 
 import pytest
 
-from idemproxy.store.base import Store
+from idemproxy.store.protocols import RecordStore, Store
 from idemproxy.store.records import (
+    Claimed,
     ClaimRequest,
     EffectMeta,
     EventType,
     RecordKey,
     RecordState,
+    Refused,
     Resolution,
+    Resolved,
+    ResolveRequest,
     Settlement,
+    Standing,
     StoredResponse,
 )
 
@@ -52,6 +57,13 @@ def completed(status: int = 200, body: bytes = b'{"id":"m1"}', ttl_s: int = 600)
     return Settlement(RecordState.COMPLETED, response, external_id="m1", ttl_s=ttl_s)
 
 
+async def claim_fence(store: RecordStore, request: ClaimRequest) -> int:
+    """The fence of a claim that must take the key."""
+    result = await store.claim(request)
+    assert isinstance(result, Claimed), result
+    return result.fence
+
+
 async def fence_of(store: Store, key: RecordKey) -> int:
     """The fence the key's record holds now (an attempt's claim returned it)."""
     record = await store.get(key)
@@ -66,7 +78,8 @@ async def event_types(store: Store, agent: str) -> list[EventType]:
 async def test_first_claim_takes_the_key_in_flight(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
     result = await store.claim(claim_request(key))
-    assert (result.claimed, result.fence, result.record) == (True, 1, None)
+    assert isinstance(result, Claimed)
+    assert result.fence == 1
     record = await store.get(key)
     assert record is not None
     assert record.state is RecordState.IN_FLIGHT
@@ -83,9 +96,8 @@ async def test_claim_under_a_live_lease_is_refused_with_the_record(store: Store,
     key = RecordKey(ns, "e1")
     await store.claim(claim_request(key))
     result = await store.claim(claim_request(key))
-    assert not result.claimed
-    assert result.fence == 1
-    assert result.record is not None
+    assert isinstance(result, Standing)
+    assert result.record.fence == 1
     assert result.record.state is RecordState.IN_FLIGHT
     assert await store.read_events(ns) == []
 
@@ -93,14 +105,14 @@ async def test_claim_under_a_live_lease_is_refused_with_the_record(store: Store,
 async def test_concurrent_claims_let_exactly_one_attempt_in(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
     results = await asyncio.gather(*(store.claim(claim_request(key)) for _ in range(20)))
-    assert sum(result.claimed for result in results) == 1
+    assert sum(isinstance(result, Claimed) for result in results) == 1
 
 
 async def test_settle_completed_keeps_the_response_and_emits_completed(
     store: Store, ns: str
 ) -> None:
     key = RecordKey(ns, "e1")
-    fence = (await store.claim(claim_request(key))).fence
+    fence = await claim_fence(store, claim_request(key))
     assert await store.settle(key, fence, completed(201))
     record = await store.get(key)
     assert record is not None
@@ -117,18 +129,17 @@ async def test_settle_completed_keeps_the_response_and_emits_completed(
 
 async def test_completed_with_an_error_status_emits_failed(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
-    fence = (await store.claim(claim_request(key))).fence
+    fence = await claim_fence(store, claim_request(key))
     assert await store.settle(key, fence, completed(500))
     assert await event_types(store, ns) == [EventType.FAILED]
 
 
 async def test_claim_of_a_completed_record_replays_it(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
-    fence = (await store.claim(claim_request(key))).fence
+    fence = await claim_fence(store, claim_request(key))
     await store.settle(key, fence, completed(body=b"stored body"))
     result = await store.claim(claim_request(key))
-    assert not result.claimed
-    assert result.record is not None
+    assert isinstance(result, Standing)
     assert result.record.state is RecordState.COMPLETED
     assert result.record.response is not None
     assert result.record.response.body == b"stored body"
@@ -137,23 +148,21 @@ async def test_claim_of_a_completed_record_replays_it(store: Store, ns: str) -> 
 
 async def test_a_reused_key_is_returned_but_not_replayed(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
-    fence = (await store.claim(claim_request(key))).fence
+    fence = await claim_fence(store, claim_request(key))
     await store.settle(key, fence, completed())
     result = await store.claim(claim_request(key, fingerprint="another request"))
-    assert not result.claimed
-    assert result.record is not None
+    assert isinstance(result, Standing)
     assert result.record.fingerprint == "fp-1"
     assert await event_types(store, ns) == [EventType.COMPLETED]
 
 
 async def test_unknown_goes_to_review_and_is_never_reclaimed(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
-    fence = (await store.claim(claim_request(key))).fence
+    fence = await claim_fence(store, claim_request(key))
     unknown = Settlement(RecordState.UNKNOWN, reason="upstream timed out after sending")
     assert await store.settle(key, fence, unknown)
     result = await store.claim(claim_request(key))
-    assert not result.claimed
-    assert result.record is not None
+    assert isinstance(result, Standing)
     assert result.record.state is RecordState.UNKNOWN
     assert result.record.reason == "upstream timed out after sending"
     assert [record.key for record in await store.list_unknown(ns)] == [key]
@@ -162,12 +171,13 @@ async def test_unknown_goes_to_review_and_is_never_reclaimed(store: Store, ns: s
 
 async def test_not_applied_frees_the_key_for_the_same_request(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
-    fence = (await store.claim(claim_request(key))).fence
+    fence = await claim_fence(store, claim_request(key))
     freed = Settlement(RecordState.NOT_APPLIED, completed(429).response, reason="rate limited")
     assert await store.settle(key, fence, freed)
     first = await store.get(key)
     result = await store.claim(claim_request(key))
-    assert (result.claimed, result.fence) == (True, 2)
+    assert isinstance(result, Claimed)
+    assert result.fence == 2
     record = await store.get(key)
     assert first is not None
     assert record is not None
@@ -181,21 +191,21 @@ async def test_not_applied_frees_the_key_for_the_same_request(store: Store, ns: 
 
 async def test_not_applied_is_not_reclaimed_by_a_different_request(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
-    fence = (await store.claim(claim_request(key))).fence
+    fence = await claim_fence(store, claim_request(key))
     await store.settle(key, fence, Settlement(RecordState.NOT_APPLIED))
     result = await store.claim(claim_request(key, fingerprint="fp-2"))
-    assert not result.claimed
-    assert result.record is not None
+    assert isinstance(result, Standing)
     assert result.record.state is RecordState.NOT_APPLIED
-    assert result.fence == 1
+    assert result.record.fence == 1
 
 
 async def test_not_applied_is_reclaimed_by_a_reworded_tool_call(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
-    fence = (await store.claim(claim_request(key))).fence
+    fence = await claim_fence(store, claim_request(key))
     await store.settle(key, fence, Settlement(RecordState.NOT_APPLIED, reason="rate limited"))
     result = await store.claim(claim_request(key, fingerprint="fp-2", reworded_may_reclaim=True))
-    assert (result.claimed, result.fence) == (True, 2)
+    assert isinstance(result, Claimed)
+    assert result.fence == 2
     record = await store.get(key)
     assert record is not None
     assert (record.state, record.fingerprint, record.attempts) == (RecordState.IN_FLIGHT, "fp-2", 2)
@@ -203,22 +213,21 @@ async def test_not_applied_is_reclaimed_by_a_reworded_tool_call(store: Store, ns
 
 async def test_a_reworded_tool_call_reclaims_only_a_freed_key(store: Store, ns: str) -> None:
     done, unknown = RecordKey(ns, "done"), RecordKey(ns, "unknown")
-    await store.settle(done, (await store.claim(claim_request(done))).fence, completed())
-    fence = (await store.claim(claim_request(unknown))).fence
+    await store.settle(done, await claim_fence(store, claim_request(done)), completed())
+    fence = await claim_fence(store, claim_request(unknown))
     await store.settle(unknown, fence, Settlement(RecordState.UNKNOWN, reason="timed out"))
     for key, state in ((done, RecordState.COMPLETED), (unknown, RecordState.UNKNOWN)):
         result = await store.claim(claim_request(key, "fp-2", reworded_may_reclaim=True))
-        assert not result.claimed
-        assert result.record is not None
+        assert isinstance(result, Standing)
         assert (result.record.state, result.record.fingerprint) == (state, "fp-1")
     assert EventType.REPLAYED not in await event_types(store, ns)
 
 
 async def test_a_stale_fence_can_neither_settle_nor_renew(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
-    stale = (await store.claim(claim_request(key))).fence
+    stale = await claim_fence(store, claim_request(key))
     await store.settle(key, stale, Settlement(RecordState.NOT_APPLIED))
-    assert (await store.claim(claim_request(key))).fence > stale
+    assert await claim_fence(store, claim_request(key)) > stale
     before = await store.get(key)
     assert not await store.settle(key, stale, completed())
     assert not await store.renew(key, stale, 60_000)
@@ -228,7 +237,7 @@ async def test_a_stale_fence_can_neither_settle_nor_renew(store: Store, ns: str)
 
 async def test_a_settled_attempt_cannot_settle_again(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
-    fence = (await store.claim(claim_request(key))).fence
+    fence = await claim_fence(store, claim_request(key))
     assert await store.settle(key, fence, completed(body=b"first"))
     assert not await store.settle(key, fence, completed(body=b"second"))
     assert not await store.renew(key, fence, 60_000)
@@ -249,12 +258,11 @@ async def test_settle_and_renew_of_a_missing_record_are_refused(store: Store, ns
 
 async def test_renew_keeps_a_long_attempt_alive(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
-    fence = (await store.claim(claim_request(key, lease_ms=SHORT_LEASE_MS))).fence
+    fence = await claim_fence(store, claim_request(key, lease_ms=SHORT_LEASE_MS))
     assert await store.renew(key, fence, LONG_LEASE_MS)
     await asyncio.sleep(0.15)
     result = await store.claim(claim_request(key))
-    assert not result.claimed
-    assert result.record is not None
+    assert isinstance(result, Standing)
     assert result.record.state is RecordState.IN_FLIGHT
     assert result.record.lease_expires_ms > result.record.created_ms + LONG_LEASE_MS - 1000
     assert await store.settle(key, fence, completed())
@@ -262,14 +270,13 @@ async def test_renew_keeps_a_long_attempt_alive(store: Store, ns: str) -> None:
 
 async def test_an_expired_lease_turns_unknown_on_the_next_claim(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
-    fence = (await store.claim(claim_request(key, lease_ms=SHORT_LEASE_MS))).fence
+    fence = await claim_fence(store, claim_request(key, lease_ms=SHORT_LEASE_MS))
     await asyncio.sleep(0.15)
     result = await store.claim(claim_request(key))
-    assert not result.claimed
-    assert result.record is not None
+    assert isinstance(result, Standing)
     assert result.record.state is RecordState.UNKNOWN
     assert "lease expired" in result.record.reason
-    assert result.fence == fence
+    assert result.record.fence == fence
     [event] = await store.read_events(ns)
     assert (event.type, event.key, event.reason) == (
         EventType.UNKNOWN,
@@ -284,7 +291,7 @@ async def test_an_expired_lease_turns_unknown_on_the_next_claim(store: Store, ns
 
 async def test_a_late_settle_is_accepted_while_nobody_took_over(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
-    fence = (await store.claim(claim_request(key, lease_ms=SHORT_LEASE_MS))).fence
+    fence = await claim_fence(store, claim_request(key, lease_ms=SHORT_LEASE_MS))
     await asyncio.sleep(0.15)
     assert await store.settle(key, fence, completed())
     record = await store.get(key)
@@ -295,9 +302,9 @@ async def test_a_late_settle_is_accepted_while_nobody_took_over(store: Store, ns
 async def test_records_past_their_ttl_are_gone(store: Store, ns: str) -> None:
     done, freed = RecordKey(ns, "done"), RecordKey(ns, "freed")
     # The TTL a claim carries is not the record's: an outcome's TTL counts from the outcome.
-    done_fence = (await store.claim(claim_request(done, ttl_s=600))).fence
+    done_fence = await claim_fence(store, claim_request(done, ttl_s=600))
     assert await store.settle(done, done_fence, completed(ttl_s=1))
-    freed_fence = (await store.claim(claim_request(freed, batch="freed", ttl_s=600))).fence
+    freed_fence = await claim_fence(store, claim_request(freed, batch="freed", ttl_s=600))
     assert await store.settle(freed, freed_fence, Settlement(RecordState.NOT_APPLIED, ttl_s=1))
     await asyncio.sleep(1.2)
     assert await store.get(done) is None
@@ -305,7 +312,7 @@ async def test_records_past_their_ttl_are_gone(store: Store, ns: str) -> None:
     assert await store.batch_records(ns, "batch-1") == []
     assert await store.batch_records(ns, "freed") == []
     result = await store.claim(claim_request(done))
-    assert result.claimed
+    assert isinstance(result, Claimed)
     record = await store.get(done)
     assert record is not None
     assert record.attempts == 1
@@ -313,19 +320,19 @@ async def test_records_past_their_ttl_are_gone(store: Store, ns: str) -> None:
 
 async def test_an_attempt_in_flight_is_held_past_its_ttl(store: Store, ns: str) -> None:
     key = RecordKey(ns, "slow")
-    fence = (await store.claim(claim_request(key, ttl_s=1))).fence
+    fence = await claim_fence(store, claim_request(key, ttl_s=1))
     await asyncio.sleep(1.2)
     record = await store.get(key)
     assert record is not None
     assert record.state is RecordState.IN_FLIGHT
     assert [held.key for held in await store.batch_records(ns, "batch-1")] == [key]
-    assert not (await store.claim(claim_request(key, ttl_s=1))).claimed
+    assert not isinstance(await store.claim(claim_request(key, ttl_s=1)), Claimed)
     assert await store.settle(key, fence, completed(ttl_s=600))
 
 
 async def test_the_ttl_counts_from_the_outcome(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
-    fence = (await store.claim(claim_request(key, ttl_s=1))).fence
+    fence = await claim_fence(store, claim_request(key, ttl_s=1))
     await asyncio.sleep(0.7)
     assert await store.settle(key, fence, completed(ttl_s=1))
     await asyncio.sleep(0.6)
@@ -336,7 +343,7 @@ async def test_the_ttl_counts_from_the_outcome(store: Store, ns: str) -> None:
 
 async def test_unknown_outcomes_are_held_until_resolved(store: Store, ns: str) -> None:
     settled, lapsed = RecordKey(ns, "settled"), RecordKey(ns, "lapsed")
-    fence = (await store.claim(claim_request(settled, ttl_s=1))).fence
+    fence = await claim_fence(store, claim_request(settled, ttl_s=1))
     assert await store.settle(settled, fence, Settlement(RecordState.UNKNOWN, ttl_s=1))
     await store.claim(claim_request(lapsed, lease_ms=SHORT_LEASE_MS, ttl_s=1))
     await asyncio.sleep(SHORT_LEASE_MS / 1000 + 0.05)
@@ -349,11 +356,12 @@ async def test_unknown_outcomes_are_held_until_resolved(store: Store, ns: str) -
     }
     for key in (settled, lapsed):
         seen = await store.claim(claim_request(key, ttl_s=1))
-        assert not seen.claimed
-        assert seen.record is not None
+        assert isinstance(seen, Standing)
         assert seen.record.state is RecordState.UNKNOWN
     verdict = Resolution(RecordState.NOT_APPLIED, reason="checked: not sent", ttl_s=1)
-    assert (await store.resolve(settled, RecordState.UNKNOWN, verdict)).resolved
+    assert isinstance(
+        await store.resolve(ResolveRequest(settled, RecordState.UNKNOWN, verdict)), Resolved
+    )
     await asyncio.sleep(1.2)
     assert await store.get(settled) is None
     assert [record.key for record in await store.list_unknown(ns)] == [lapsed]
@@ -361,17 +369,17 @@ async def test_unknown_outcomes_are_held_until_resolved(store: Store, ns: str) -
 
 async def test_fences_keep_growing_when_a_record_expires(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
-    stale = (await store.claim(claim_request(key, ttl_s=1))).fence
+    stale = await claim_fence(store, claim_request(key, ttl_s=1))
     # An operator frees the key under a slow attempt, and the freed record expires.
     verdict = Resolution(RecordState.NOT_APPLIED, reason="operator: not sent", ttl_s=1)
-    freed = await store.resolve(key, RecordState.IN_FLIGHT, verdict)
-    assert freed.resolved
+    freed = await store.resolve(ResolveRequest(key, RecordState.IN_FLIGHT, verdict))
+    assert isinstance(freed, Resolved)
     assert freed.record is not None
     assert freed.record.fence > stale
     await asyncio.sleep(1.2)
     assert await store.get(key) is None
     taken = await store.claim(claim_request(key))
-    assert taken.claimed
+    assert isinstance(taken, Claimed)
     assert taken.fence > freed.record.fence
     # The slow attempt wakes up: its fence is older than the new attempt's.
     assert not await store.settle(key, stale, completed(body=b"late"))
@@ -427,7 +435,7 @@ async def test_a_freed_key_claimed_under_another_batch_moves(store: Store, ns: s
     key = RecordKey(ns, "e1")
     await store.claim(claim_request(key, batch="batch-1"))
     await store.settle(key, await fence_of(store, key), Settlement(RecordState.NOT_APPLIED))
-    assert (await store.claim(claim_request(key, batch="batch-2"))).claimed
+    assert isinstance(await store.claim(claim_request(key, batch="batch-2")), Claimed)
     assert await store.batch_records(ns, "batch-1") == []
     assert [record.key for record in await store.batch_records(ns, "batch-2")] == [key]
 
@@ -482,7 +490,7 @@ async def test_bodies_and_headers_round_trip_byte_for_byte(
     assert record is not None
     assert record.response == response
     replay = await store.claim(claim_request(key))
-    assert replay.record is not None
+    assert isinstance(replay, Standing)
     assert replay.record.response == response
 
 
@@ -496,7 +504,7 @@ async def test_hostile_ids_stay_separate(store: Store, ns: str) -> None:
         for effect in effects:
             key = RecordKey(agent, effect)
             meta_batch = f"{agent}|{effect}"
-            assert (await store.claim(claim_request(key, batch=meta_batch))).claimed
+            assert isinstance(await store.claim(claim_request(key, batch=meta_batch)), Claimed)
             body = f"{agent}|{effect}".encode()
             assert await store.settle(key, await fence_of(store, key), completed(body=body))
     for agent in agents:
@@ -528,16 +536,15 @@ async def test_resolve_applied_replays_the_supplied_response(store: Store, ns: s
         RecordState.COMPLETED, response, external_id="m9", reason="seen in the channel"
     )
 
-    result = await store.resolve(key, RecordState.UNKNOWN, resolution)
+    result = await store.resolve(ResolveRequest(key, RecordState.UNKNOWN, resolution))
 
-    assert result.resolved
+    assert isinstance(result, Resolved)
     assert result.record is not None
     assert result.record.state is RecordState.COMPLETED
     assert result.record.fence == 2
     assert await store.list_unknown(ns) == []
     replay = await store.claim(claim_request(key))
-    assert not replay.claimed
-    assert replay.record is not None
+    assert isinstance(replay, Standing)
     assert replay.record.response == response
     assert replay.record.external_id == "m9"
     events = await store.read_events(ns)
@@ -554,21 +561,28 @@ async def test_resolve_not_applied_frees_the_key(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
     await store.claim(claim_request(key))
     await store.settle(key, await fence_of(store, key), unknown_settlement())
-    result = await store.resolve(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED))
-    assert result.resolved
+    result = await store.resolve(
+        ResolveRequest(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED))
+    )
+    assert isinstance(result, Resolved)
     again = await store.claim(claim_request(key))
-    assert (again.claimed, again.fence) == (True, 3)
+    assert isinstance(again, Claimed)
+    assert again.fence == 3
     assert (await store.read_events(ns))[-1].state == "not_applied"
 
 
 async def test_resolve_is_compare_and_set(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
-    missing = await store.resolve(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED))
-    assert (missing.resolved, missing.record) == (False, None)
+    missing = await store.resolve(
+        ResolveRequest(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED))
+    )
+    assert missing == Refused(None)
     await store.claim(claim_request(key))
     await store.settle(key, await fence_of(store, key), completed())
-    refused = await store.resolve(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED))
-    assert not refused.resolved
+    refused = await store.resolve(
+        ResolveRequest(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED))
+    )
+    assert isinstance(refused, Refused)
     assert refused.record is not None
     assert refused.record.state is RecordState.COMPLETED
     assert (await store.get(key)) == refused.record
@@ -581,17 +595,19 @@ async def test_concurrent_resolutions_let_exactly_one_win(store: Store, ns: str)
     await store.settle(key, await fence_of(store, key), unknown_settlement())
     verdicts = [Resolution(RecordState.COMPLETED), Resolution(RecordState.NOT_APPLIED)] * 5
     results = await asyncio.gather(
-        *(store.resolve(key, RecordState.UNKNOWN, verdict) for verdict in verdicts)
+        *(store.resolve(ResolveRequest(key, RecordState.UNKNOWN, verdict)) for verdict in verdicts)
     )
-    assert sum(result.resolved for result in results) == 1
+    assert sum(isinstance(result, Resolved) for result in results) == 1
     assert (await event_types(store, ns)).count(EventType.RESOLVED) == 1
 
 
 async def test_resolving_an_attempt_in_flight_fences_its_late_settle(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
-    stale = (await store.claim(claim_request(key))).fence
-    result = await store.resolve(key, RecordState.IN_FLIGHT, Resolution(RecordState.NOT_APPLIED))
-    assert result.resolved
+    stale = await claim_fence(store, claim_request(key))
+    result = await store.resolve(
+        ResolveRequest(key, RecordState.IN_FLIGHT, Resolution(RecordState.NOT_APPLIED))
+    )
+    assert isinstance(result, Resolved)
     assert not await store.settle(key, stale, completed())
     record = await store.get(key)
     assert record is not None

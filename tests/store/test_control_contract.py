@@ -12,17 +12,22 @@ from dataclasses import replace
 
 import pytest
 
-from idemproxy.store.base import Store
-from idemproxy.store.control import AgentControl, FailedAttempt, Pause, PauseOrigin
+from idemproxy.store.control import AgentControl, FailedAttempt, Pause, PauseOrigin, PauseRequest
 from idemproxy.store.journal import AuditEntry
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import (
+    Claimed,
+    Paused,
     RecordKey,
     RecordState,
     Resolution,
+    Resolved,
+    ResolveRequest,
     Settlement,
+    Standing,
     StoredResponse,
 )
-from tests.store.test_contract import claim_request, completed
+from tests.store.test_contract import claim_fence, claim_request, completed
 
 LIMIT = 3
 DENIED = StoredResponse(401, (("content-type", "application/json"),), b'{"error":"revoked"}')
@@ -34,7 +39,7 @@ async def attempt(
 ) -> FailedAttempt:
     """Claim ``key`` and settle it, counted against ``limit``; the attempt it was."""
     claim = await store.claim(claim_request(key))
-    assert claim.claimed, claim
+    assert isinstance(claim, Claimed), claim
     counted = Settlement(
         settlement.state,
         settlement.response,
@@ -116,20 +121,18 @@ async def test_a_paused_agent_claims_nothing_new_but_replays_what_completed(
         await attempt(store, RecordKey(ns, f"e{index}"), denied())
 
     fresh = await store.claim(claim_request(RecordKey(ns, "new")))
-    assert (fresh.claimed, fresh.record) == (False, None)
-    assert fresh.paused is not None
-    assert fresh.paused.reason == REASON_401
+    assert isinstance(fresh, Paused)
+    assert fresh.pause.reason == REASON_401
     assert await store.get(RecordKey(ns, "new")) is None
 
     again = await store.claim(claim_request(freed))
-    assert (again.claimed, again.paused is not None) == (False, True)
+    assert isinstance(again, Paused)
     record = await store.get(freed)
     assert record is not None
     assert record.state is RecordState.NOT_APPLIED
 
     replay = await store.claim(claim_request(done))
-    assert (replay.claimed, replay.paused) == (False, None)
-    assert replay.record is not None
+    assert isinstance(replay, Standing)
     assert replay.record.state is RecordState.COMPLETED
 
 
@@ -137,19 +140,19 @@ async def test_an_operators_own_effect_passes_the_pause(store: Store, ns: str) -
     for index in range(LIMIT):
         await attempt(store, RecordKey(ns, f"e{index}"), denied())
     result = await store.claim(replace(claim_request(RecordKey(ns, "undo")), ignore_pause=True))
-    assert result.claimed
+    assert isinstance(result, Claimed)
 
 
 async def test_failures_while_paused_automatically_join_the_snapshot(store: Store, ns: str) -> None:
     for index in range(LIMIT):
         await attempt(store, RecordKey(ns, f"e{index}"), denied())
     late_key = RecordKey(ns, "late")
-    claim = await store.claim(replace(claim_request(late_key), ignore_pause=True))
+    fence = await claim_fence(store, replace(claim_request(late_key), ignore_pause=True))
     lost = Settlement(RecordState.UNKNOWN, reason="lost", pause_after_failures=LIMIT)
-    assert await store.settle(late_key, claim.fence, lost)
+    assert await store.settle(late_key, fence, lost)
 
     control = await store.read_control(ns)
-    assert control.snapshot[-1] == FailedAttempt("late", claim.fence)
+    assert control.snapshot[-1] == FailedAttempt("late", fence)
     assert len(control.snapshot) == LIMIT + 1
     assert control.version == 2
     assert len(await store.read_audit(ns)) == 1  # one pause, one entry
@@ -158,11 +161,14 @@ async def test_failures_while_paused_automatically_join_the_snapshot(store: Stor
 async def test_pause_and_resume_are_compare_and_set(store: Store, ns: str) -> None:
     pause = Pause(PauseOrigin.OPERATOR, "investigating a refund loop", "alice")
 
-    assert await store.write_pause(ns, 7, pause, operator_audit(ns, "agent.pause")) is None
+    assert (
+        await store.write_pause(PauseRequest(ns, 7, pause, operator_audit(ns, "agent.pause")))
+        is None
+    )
     assert await store.read_control(ns) == AgentControl()
     assert await store.read_audit(ns) == []
 
-    written = await store.write_pause(ns, 0, pause, operator_audit(ns, "agent.pause"))
+    written = await store.write_pause(PauseRequest(ns, 0, pause, operator_audit(ns, "agent.pause")))
     assert written is not None
     assert written.pause is not None
     assert (written.pause.origin, written.pause.reason) == (pause.origin, pause.reason)
@@ -172,7 +178,10 @@ async def test_pause_and_resume_are_compare_and_set(store: Store, ns: str) -> No
 
     # Two resumes that both saw version 1: one wins, the other changes nothing.
     first, second = await asyncio.gather(
-        *(store.write_pause(ns, 1, None, operator_audit(ns, "agent.resume")) for _ in range(2))
+        *(
+            store.write_pause(PauseRequest(ns, 1, None, operator_audit(ns, "agent.resume")))
+            for _ in range(2)
+        )
     )
     assert [first is None, second is None].count(True) == 1
     assert (await store.read_control(ns)).pause is None
@@ -185,7 +194,9 @@ async def test_a_manual_pause_over_an_automatic_one_keeps_its_snapshot(
     failed = [await attempt(store, RecordKey(ns, f"e{i}"), denied()) for i in range(LIMIT)]
     manual = Pause(PauseOrigin.OPERATOR, "hands off", "bob")
 
-    written = await store.write_pause(ns, 1, manual, operator_audit(ns, "agent.pause"))
+    written = await store.write_pause(
+        PauseRequest(ns, 1, manual, operator_audit(ns, "agent.pause"))
+    )
 
     assert written is not None
     assert written.pause is not None
@@ -199,12 +210,12 @@ async def test_a_resume_that_resets_empties_streak_and_snapshot(store: Store, ns
         await attempt(store, RecordKey(ns, f"e{index}"), denied())
 
     resumed = await store.write_pause(
-        ns, 1, None, operator_audit(ns, "agent.resume"), reset_failures=True
+        PauseRequest(ns, 1, None, operator_audit(ns, "agent.resume"), reset_failures=True)
     )
 
     assert resumed == AgentControl(version=2)
     assert await store.read_control(ns) == resumed
-    assert (await store.claim(claim_request(RecordKey(ns, "new")))).claimed
+    assert isinstance(await store.claim(claim_request(RecordKey(ns, "new"))), Claimed)
 
 
 async def test_a_lower_threshold_pauses_at_the_next_failure(store: Store, ns: str) -> None:
@@ -228,10 +239,10 @@ async def test_resolve_given_a_fence_applies_only_at_that_fence(
     freed = Resolution(RecordState.NOT_APPLIED, reason="freed")
 
     result = await store.resolve(
-        key, RecordState.COMPLETED, freed, fence=failed.fence + fence_offset
+        ResolveRequest(key, RecordState.COMPLETED, freed, fence=failed.fence + fence_offset)
     )
 
-    assert result.resolved is (fence_offset == 0)
+    assert isinstance(result, Resolved) is (fence_offset == 0)
     assert result.record is not None
     expected = RecordState.NOT_APPLIED if fence_offset == 0 else RecordState.COMPLETED
     assert result.record.state is expected

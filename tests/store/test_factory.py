@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from idemproxy.store.base import InvalidStoreURL, Store, StoreNotFound, StoreUnavailable
+from idemproxy.store.errors import InvalidStoreURL, StoreNotFound, StoreUnavailable
 from idemproxy.store.factory import open_store, store_location
 from idemproxy.store.memory import MemoryStore
+from idemproxy.store.protocols import Store
 from idemproxy.store.redis_store import RedisStore
-from idemproxy.store.sqlite_store import SQLiteStore
+from idemproxy.store.sqlite import SQLiteStore
 from tests.store.conftest import free_port
 
 

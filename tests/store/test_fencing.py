@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import asyncio
 
-from idemproxy.store.base import Store
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import (
+    Claimed,
     EventType,
     RecordKey,
     RecordState,
     Resolution,
+    Resolved,
+    ResolveRequest,
     Settlement,
+    Standing,
 )
-from tests.store.test_contract import SHORT_LEASE_MS, claim_request, completed
+from tests.store.test_contract import SHORT_LEASE_MS, claim_fence, claim_request, completed
 
 TAKEOVERS = 3
 
@@ -26,19 +30,20 @@ async def hand_over(store: Store, key: RecordKey) -> int:
     """Let the holder's lease lapse, turn the key unknown, free it, and claim it again."""
     await asyncio.sleep(SHORT_LEASE_MS / 1000 + 0.05)
     seen = await store.claim(claim_request(key, lease_ms=SHORT_LEASE_MS))
-    assert not seen.claimed
-    assert seen.record is not None
+    assert isinstance(seen, Standing)
     assert seen.record.state is RecordState.UNKNOWN
     verdict = Resolution(RecordState.NOT_APPLIED, reason="operator: not there")
-    assert (await store.resolve(key, RecordState.UNKNOWN, verdict)).resolved
+    assert isinstance(
+        await store.resolve(ResolveRequest(key, RecordState.UNKNOWN, verdict)), Resolved
+    )
     taken = await store.claim(claim_request(key, lease_ms=SHORT_LEASE_MS))
-    assert taken.claimed
+    assert isinstance(taken, Claimed)
     return taken.fence
 
 
 async def test_only_the_newest_of_many_stale_holders_can_write(store: Store, ns: str) -> None:
     key = RecordKey(ns, "e1")
-    fences = [(await store.claim(claim_request(key, lease_ms=SHORT_LEASE_MS))).fence]
+    fences = [await claim_fence(store, claim_request(key, lease_ms=SHORT_LEASE_MS))]
     for _ in range(TAKEOVERS):
         fences.append(await hand_over(store, key))
     current, stale = fences[-1], fences[:-1]
@@ -71,7 +76,7 @@ async def test_a_stale_holder_cannot_mark_the_new_attempt_unknown_or_free(
     store: Store, ns: str
 ) -> None:
     key = RecordKey(ns, "e1")
-    first = (await store.claim(claim_request(key, lease_ms=SHORT_LEASE_MS))).fence
+    first = await claim_fence(store, claim_request(key, lease_ms=SHORT_LEASE_MS))
     second = await hand_over(store, key)
 
     for state in (RecordState.UNKNOWN, RecordState.NOT_APPLIED):

@@ -7,17 +7,22 @@ from __future__ import annotations
 
 import asyncio
 
-from idemproxy.store.base import Store
-from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
+from idemproxy.store.journal import AuditEntry, ClearedRecord, ClearRequest, DeliveryCursor
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import (
+    Claimed,
     EventType,
     RecordKey,
     RecordState,
+    Refused,
     Resolution,
+    Resolved,
+    ResolveRequest,
     Settlement,
 )
 from tests.store.test_contract import (
     SHORT_LEASE_MS,
+    claim_fence,
     claim_request,
     completed,
     event_types,
@@ -74,7 +79,9 @@ async def test_a_record_settled_or_resolved_is_not_swept(store: Store, ns: str) 
     await store.claim(claim_request(settled, lease_ms=SHORT_LEASE_MS))
     await store.claim(claim_request(resolved, lease_ms=SHORT_LEASE_MS))
     await store.settle(settled, await fence_of(store, settled), Settlement(RecordState.NOT_APPLIED))
-    await store.resolve(resolved, RecordState.IN_FLIGHT, Resolution(RecordState.NOT_APPLIED))
+    await store.resolve(
+        ResolveRequest(resolved, RecordState.IN_FLIGHT, Resolution(RecordState.NOT_APPLIED))
+    )
     await asyncio.sleep(0.15)
     assert await store.sweep_expired(ns) == []
 
@@ -155,9 +162,13 @@ async def test_a_resolution_and_its_audit_entry_are_written_together(store: Stor
     await store.claim(claim_request(key))
     await store.settle(key, await fence_of(store, key), Settlement(RecordState.UNKNOWN))
     audit = AuditEntry(ns, "resolve", "bob", str(key), "unknown", "not_applied", "checked")
-    won = await store.resolve(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED), audit)
-    lost = await store.resolve(key, RecordState.UNKNOWN, Resolution(RecordState.COMPLETED), audit)
-    assert (won.resolved, lost.resolved) == (True, False)
+    won = await store.resolve(
+        ResolveRequest(key, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED), audit)
+    )
+    lost = await store.resolve(
+        ResolveRequest(key, RecordState.UNKNOWN, Resolution(RecordState.COMPLETED), audit)
+    )
+    assert (type(won), type(lost)) == (Resolved, Refused)
     [logged] = await store.read_audit(ns)
     assert (logged.actor, logged.note, logged.after) == ("bob", "checked", "not_applied")
 
@@ -166,18 +177,20 @@ async def test_clear_batch_deletes_only_freed_records_and_keeps_the_archive(
     store: Store, ns: str
 ) -> None:
     freed, reclaimed, done, doubt = (RecordKey(ns, name) for name in ("f", "r", "d", "u"))
-    fences = {key: (await store.claim(claim_request(key))).fence for key in (freed, reclaimed)}
-    fences |= {key: (await store.claim(claim_request(key))).fence for key in (done, doubt)}
+    fences = {key: await claim_fence(store, claim_request(key)) for key in (freed, reclaimed)}
+    fences |= {key: await claim_fence(store, claim_request(key)) for key in (done, doubt)}
     await store.settle(freed, fences[freed], Settlement(RecordState.NOT_APPLIED))
     await store.settle(reclaimed, fences[reclaimed], Settlement(RecordState.NOT_APPLIED))
-    again = await store.claim(claim_request(reclaimed))  # claimed again meanwhile
-    assert again.fence > fences[reclaimed]
+    again = await claim_fence(store, claim_request(reclaimed))  # claimed again meanwhile
+    assert again > fences[reclaimed]
     await store.settle(done, fences[done], completed())
     await store.settle(doubt, fences[doubt], Settlement(RecordState.UNKNOWN))
-    listed = [FreedRecord(key.effect_id, fence) for key, fence in fences.items()]
+    listed = [ClearedRecord(key.effect_id, fence) for key, fence in fences.items()]
     archive = b'{"records": "as they stood"}'
 
-    cleared = await store.clear_batch(ns, "batch-1", listed, archive, entry(ns, "abandon"))
+    cleared = await store.clear_batch(
+        ClearRequest(ns, "batch-1", listed, archive, entry(ns, "abandon"))
+    )
 
     assert cleared == ["f"]
     assert await store.get(freed) is None
@@ -188,7 +201,7 @@ async def test_clear_batch_deletes_only_freed_records_and_keeps_the_archive(
     assert [item.action for item in await store.read_audit(ns)] == ["abandon"]
     # The freed key is a first sight again, at a fence above any it had.
     taken = await store.claim(claim_request(freed))
-    assert taken.claimed
+    assert isinstance(taken, Claimed)
     assert taken.fence > fences[freed]
 
 
@@ -197,7 +210,10 @@ async def test_clear_batch_leaves_other_batches_alone(store: Store, ns: str) -> 
     await store.claim(claim_request(key, batch="batch-2"))
     fence = await fence_of(store, key)
     await store.settle(key, fence, Settlement(RecordState.NOT_APPLIED))
-    freed = [FreedRecord(key.effect_id, fence)]
-    assert await store.clear_batch(ns, "batch-1", freed, None, entry(ns, "restart")) == []
+    freed = [ClearedRecord(key.effect_id, fence)]
+    assert (
+        await store.clear_batch(ClearRequest(ns, "batch-1", freed, None, entry(ns, "restart")))
+        == []
+    )
     assert await store.get(key) is not None
     assert await store.read_archive(ns, "batch-1") is None

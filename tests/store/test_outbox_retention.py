@@ -16,13 +16,13 @@ from pathlib import Path
 import fakeredis
 import pytest
 
-from idemproxy.store.base import Store
 from idemproxy.store.journal import DeliveryCursor
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import RecordKey, RecordState, Settlement
 from idemproxy.store.redis_store import RedisStore
-from idemproxy.store.sqlite_store import SQLiteStore
+from idemproxy.store.sqlite import SQLiteStore
 from tests.store.conftest import REDIS_URL, delete_keys
-from tests.store.test_contract import claim_request
+from tests.store.test_contract import claim_fence, claim_request
 
 RETENTION_S = 1
 
@@ -51,7 +51,7 @@ async def opener(request: pytest.FixtureRequest, tmp_path: Path, ns: str) -> Asy
 async def emit(store: Store, agent: str, name: str) -> str:
     """One event of ``agent`` (a not_applied outcome); returns its id."""
     key = RecordKey(agent, f"{name}-{uuid.uuid4().hex[:6]}")
-    fence = (await store.claim(claim_request(key))).fence
+    fence = await claim_fence(store, claim_request(key))
     assert await store.settle(key, fence, Settlement(RecordState.NOT_APPLIED))
     return (await store.read_events(agent, limit=10_000))[-1].event_id
 

@@ -11,9 +11,9 @@ import fakeredis
 import pytest
 
 from idemproxy.store import layout, redis_agents
-from idemproxy.store.base import StoreUnavailable
+from idemproxy.store.errors import StoreUnavailable
 from idemproxy.store.journal import DeliveryCursor
-from idemproxy.store.records import RecordKey
+from idemproxy.store.records import Claimed, RecordKey
 from idemproxy.store.redis_store import RedisStore
 from idemproxy.store.work import Work
 from tests.store.test_contract import claim_request, completed
@@ -34,7 +34,7 @@ def proxy(
 async def done(store: RedisStore, agent: str) -> None:
     """Give the agent one completed effect, delivered: it is left with nothing to do."""
     key = RecordKey(agent, "e1")
-    assert (await store.claim(claim_request(key))).claimed
+    assert isinstance(await store.claim(claim_request(key)), Claimed)
     assert await store.settle(key, 1, completed())
     [event] = await store.read_events(agent)
     assert await store.write_cursor(agent, DeliveryCursor(event.event_id))

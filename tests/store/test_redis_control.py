@@ -6,10 +6,10 @@ import fakeredis
 from redis.crc import key_slot
 
 from idemproxy.store import layout
-from idemproxy.store.records import RecordKey, RecordState, Settlement
+from idemproxy.store.records import Paused, RecordKey, RecordState, Settlement
 from idemproxy.store.redis_store import RedisStore
 from idemproxy.store.retention import CONTROL_RETENTION_S
-from tests.store.test_contract import claim_request, completed
+from tests.store.test_contract import claim_fence, claim_request, completed
 from tests.store.test_control_contract import LIMIT, attempt
 from tests.store.test_redis_store import CountingRedis
 
@@ -44,11 +44,11 @@ async def test_the_pause_check_and_the_count_ride_on_claim_and_settle() -> None:
     try:
         client.commands.clear()
         result = await store.claim(claim_request(RecordKey(AGENT, "new")))
-        assert result.paused is not None
+        assert isinstance(result, Paused)
         assert client.commands == ["EVALSHA"]
 
         key = RecordKey("other", "e1")
-        fence = (await store.claim(claim_request(key))).fence
+        fence = await claim_fence(store, claim_request(key))
         client.commands.clear()
         assert await store.settle(key, fence, completed())
         assert client.commands == ["EVALSHA"]

@@ -8,7 +8,7 @@ import pytest
 import uvloop
 from redis.asyncio import Connection
 
-from idemproxy.store.base import StoreUnavailable
+from idemproxy.store.errors import StoreUnavailable
 from idemproxy.store.redis_errors import translated
 
 

@@ -10,8 +10,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from idemproxy.store import layout
-from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
-from idemproxy.store.records import RecordKey, RecordState, Resolution, Settlement
+from idemproxy.store.journal import AuditEntry, ClearedRecord, ClearRequest, DeliveryCursor
+from idemproxy.store.records import (
+    Claimed,
+    RecordKey,
+    RecordState,
+    Resolution,
+    Resolved,
+    ResolveRequest,
+    Settlement,
+)
 from idemproxy.store.redis_store import RedisStore
 from idemproxy.store.work import Work
 from tests.store.test_contract import SHORT_LEASE_MS, claim_request, fence_of
@@ -43,14 +51,16 @@ async def exercise_journal(store: RedisStore, agent: str) -> None:
     """Every journal operation once, on one agent."""
     doubt, freed, lapsed = (RecordKey(agent, name) for name in ("u", "f", "l"))
     for key in (doubt, freed):
-        assert (await store.claim(claim_request(key))).claimed
+        assert isinstance(await store.claim(claim_request(key)), Claimed)
     await store.settle(doubt, await fence_of(store, doubt), Settlement(RecordState.UNKNOWN))
     freed_fence = await fence_of(store, freed)
     await store.settle(freed, freed_fence, Settlement(RecordState.NOT_APPLIED))
     resolved = await store.resolve(
-        doubt, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED), audit(agent, "resolve")
+        ResolveRequest(
+            doubt, RecordState.UNKNOWN, Resolution(RecordState.NOT_APPLIED), audit(agent, "resolve")
+        )
     )
-    assert resolved.resolved
+    assert isinstance(resolved, Resolved)
     await store.claim(claim_request(lapsed, lease_ms=SHORT_LEASE_MS))
     await asyncio.sleep(0.1)
     assert [record.key for record in await store.sweep_expired(agent)] == [lapsed]
@@ -60,7 +70,9 @@ async def exercise_journal(store: RedisStore, agent: str) -> None:
     assert await store.read_cursor(agent) == written
     await store.append_audit(audit(agent, "note"))
     cleared = await store.clear_batch(
-        agent, "batch-1", [FreedRecord("f", freed_fence)], b"archive", audit(agent, "abandon")
+        ClearRequest(
+            agent, "batch-1", [ClearedRecord("f", freed_fence)], b"archive", audit(agent, "abandon")
+        )
     )
     assert cleared == ["f"]
     assert await store.read_archive(agent, "batch-1") == b"archive"

@@ -20,8 +20,8 @@ from redis.exceptions import (
     TimeoutError,
 )
 
-from idemproxy.store.base import StoreUnavailable
-from idemproxy.store.records import ClaimRequest, EffectMeta, RecordKey
+from idemproxy.store.errors import StoreUnavailable
+from idemproxy.store.records import Claimed, ClaimRequest, EffectMeta, RecordKey
 from idemproxy.store.redis_client import clients_from_url
 from idemproxy.store.redis_pipeline import Endpoint, PipelinedRedis, PipelinedScript
 from idemproxy.store.redis_store import RedisStore
@@ -173,7 +173,7 @@ async def test_the_store_runs_its_hot_path_on_one_connection(redis_server: Redis
         for i in range(50)
     ]
     results = await asyncio.gather(*(store.claim(claim) for claim in claims))
-    assert all(result.claimed for result in results)
+    assert all(isinstance(result, Claimed) for result in results)
     admin = Redis(port=redis_server.port, decode_responses=True)
     scripted = [c for c in await admin.client_list() if c["cmd"] in ("evalsha", "eval")]
     # redis-py would have lent the 50 concurrent claims several pooled connections.

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from redis.asyncio import Redis
 
-from idemproxy.store.base import StoreUnavailable
-from idemproxy.store.records import RecordKey
+from idemproxy.store.errors import StoreUnavailable
+from idemproxy.store.records import Claimed, RecordKey
 from idemproxy.store.redis_client import POOL_CONNECTIONS, BoundedPool, client_options
 from idemproxy.store.redis_store import RedisStore
 from tests.store.conftest import REDIS_URL, RedisServer, delete_keys
@@ -22,11 +22,12 @@ async def test_more_concurrent_claims_than_pooled_connections_all_succeed(ns: st
     keys = [RecordKey(ns, f"call-{index}") for index in range(POOL_CONNECTIONS * 5)]
     try:
         claims = await asyncio.gather(*(store.claim(claim_request(key)) for key in keys))
-        assert all(result.claimed for result in claims)
+        assert all(isinstance(result, Claimed) for result in claims)
         settled = await asyncio.gather(
             *(
                 store.settle(key, result.fence, completed())
                 for key, result in zip(keys, claims, strict=True)
+                if isinstance(result, Claimed)
             )
         )
         assert all(settled)
@@ -52,6 +53,6 @@ async def test_commands_that_fail_to_connect_do_not_widen_the_pool(
         # run at once against 5 connections and fail as "Too many connections".
         keys = [RecordKey(ns, f"up-{i}") for i in range(50)]
         claims = await asyncio.gather(*(store.claim(claim_request(key)) for key in keys))
-        assert all(result.claimed for result in claims)
+        assert all(isinstance(result, Claimed) for result in claims)
     finally:
         await store.close()

@@ -12,12 +12,12 @@ import pytest
 import redis
 from redis.asyncio import Redis
 
-from idemproxy.store.base import StoreUnavailable
-from idemproxy.store.records import RecordKey
+from idemproxy.store.errors import StoreUnavailable
+from idemproxy.store.records import Claimed, RecordKey
 from idemproxy.store.redis_store import RedisStore
 from idemproxy.store.safety import LossKind
 from tests.store.conftest import RedisServer, free_port
-from tests.store.test_contract import claim_request, completed
+from tests.store.test_contract import claim_fence, claim_request, completed
 from tests.support.cluster import LocalCluster
 
 pytestmark = pytest.mark.redis
@@ -136,7 +136,7 @@ async def test_a_claim_on_a_store_emptied_since_the_last_check_is_refused_unwrit
     # nothing happened yet: the claim itself must notice.
     key = RecordKey("agent", "charge-1")
     store.expect_marker((await store.check_marker(None)).marker)
-    fence = (await store.claim(claim_request(key))).fence
+    fence = await claim_fence(store, claim_request(key))
     assert await store.settle(key, fence, completed())
     other = Redis.from_url(redis_server.url)
     await other.flushall()
@@ -149,7 +149,7 @@ async def test_a_claim_on_a_store_emptied_since_the_last_check_is_refused_unwrit
     found = await store.check_marker(None)
     assert found.created  # the check finds the store unmarked, as the guard then reports
     store.expect_marker(found.marker)
-    assert (await store.claim(claim_request(key))).claimed
+    assert isinstance(await store.claim(claim_request(key)), Claimed)
 
 
 async def test_a_restart_from_an_older_snapshot_is_a_loss(

@@ -13,11 +13,17 @@ import pytest
 from redis.crc import key_slot
 
 from idemproxy.store import layout
-from idemproxy.store.base import StoreCorrupt, StoreUnavailable
-from idemproxy.store.records import RecordKey, RecordState
+from idemproxy.store.errors import StoreCorrupt, StoreUnavailable
+from idemproxy.store.records import Claimed, RecordKey, RecordState, Standing
 from idemproxy.store.redis_store import RedisStore
 from tests.store.conftest import RedisServer, free_port
-from tests.store.test_contract import HOSTILE_SUFFIXES, claim_request, completed, fence_of
+from tests.store.test_contract import (
+    HOSTILE_SUFFIXES,
+    claim_fence,
+    claim_request,
+    completed,
+    fence_of,
+)
 from tests.support.cluster import create_cluster
 
 
@@ -38,12 +44,12 @@ async def test_claim_settle_renew_and_replay_are_one_round_trip_each() -> None:
     try:
         # The first call of each script loads it; count only once they are cached.
         warm = RecordKey("agent", "warm-up")
-        warm_fence = (await store.claim(claim_request(warm))).fence
+        warm_fence = await claim_fence(store, claim_request(warm))
         await store.renew(warm, warm_fence, 1000)
         await store.settle(warm, warm_fence, completed())
         key = RecordKey("agent", "e1")
         client.commands.clear()
-        fence = (await store.claim(claim_request(key))).fence
+        fence = await claim_fence(store, claim_request(key))
         assert client.commands == ["EVALSHA"]
         await store.renew(key, fence, 60_000)
         assert client.commands == ["EVALSHA"] * 2
@@ -51,7 +57,7 @@ async def test_claim_settle_renew_and_replay_are_one_round_trip_each() -> None:
         assert client.commands == ["EVALSHA"] * 3
         replay = await store.claim(claim_request(key))
         assert client.commands == ["EVALSHA"] * 4
-        assert replay.record is not None
+        assert isinstance(replay, Standing)
         assert replay.record.response is not None
         assert replay.record.response.body == b"x" * 10_000
     finally:
@@ -119,7 +125,7 @@ async def test_the_same_store_works_again_after_redis_restarts(redis_server: Red
     store = RedisStore.from_url(redis_server.url)
     try:
         key = RecordKey("agent", "e1")
-        assert (await store.claim(claim_request(key))).claimed
+        assert isinstance(await store.claim(claim_request(key)), Claimed)
         redis_server.stop()
         started = time.monotonic()
         with pytest.raises(StoreUnavailable):
@@ -127,7 +133,7 @@ async def test_the_same_store_works_again_after_redis_restarts(redis_server: Red
         assert time.monotonic() - started < 3
         redis_server.start()
         # The restarted server has neither our data nor our scripts; both come back.
-        assert (await store.claim(claim_request(key))).claimed
+        assert isinstance(await store.claim(claim_request(key)), Claimed)
         assert await store.settle(key, await fence_of(store, key), completed())
         record = await store.get(key)
         assert record is not None
@@ -162,10 +168,10 @@ async def test_scripts_run_on_redis_cluster(tmp_path: Path) -> None:
             for i in range(12):
                 agent = f"agent-{i}{{:}}"
                 key = RecordKey(agent, "e1")
-                assert (await store.claim(claim_request(key))).claimed
+                assert isinstance(await store.claim(claim_request(key)), Claimed)
                 assert await store.settle(key, await fence_of(store, key), completed(body=b"\xff"))
                 replay = await store.claim(claim_request(key))
-                assert replay.record is not None
+                assert isinstance(replay, Standing)
                 assert replay.record.state is RecordState.COMPLETED
                 assert len(await store.read_events(agent)) == 2
                 assert len(await store.batch_records(agent, "batch-1")) == 1
@@ -203,7 +209,7 @@ async def test_sentinel_finds_the_master(redis_server: RedisServer, sentinel_por
     store = RedisStore.from_url(f"redis+sentinel://127.0.0.1:{sentinel_port}/effects/0")
     key = RecordKey("agent", "e1")
     try:
-        assert (await store.claim(claim_request(key))).claimed
+        assert isinstance(await store.claim(claim_request(key)), Claimed)
         assert await store.settle(key, await fence_of(store, key), completed())
     finally:
         await store.close()

@@ -17,7 +17,7 @@ import redis
 from redis.asyncio import Redis
 
 from idemproxy.store.layout import record_key
-from idemproxy.store.records import RecordKey, RecordState, Unreplicated
+from idemproxy.store.records import Claimed, RecordKey, RecordState, Standing, Unreplicated
 from idemproxy.store.redis_store import RedisStore
 from idemproxy.store.replicas import ReplicaWait
 from tests.store.test_contract import claim_request, completed
@@ -63,7 +63,8 @@ async def test_a_claim_the_replica_has_is_confirmed(
 ) -> None:
     key = RecordKey("agent", "e1")
     result = await store.claim(claim_request(key))
-    assert (result.claimed, result.unreplicated) == (True, None)
+    assert isinstance(result, Claimed)
+    assert result.unreplicated is None
     # WAIT answered once the replica had it: reading it there needs no waiting.
     assert await on_replica(pair, key) is RecordState.IN_FLIGHT
 
@@ -74,7 +75,7 @@ async def test_a_claim_the_replica_lacks_is_held_and_reported(
     pair.link.cut()
     key = RecordKey("agent", "e1")
     result = await store.claim(claim_request(key))
-    assert result.claimed
+    assert isinstance(result, Claimed)
     assert result.unreplicated == Unreplicated(wanted=1, confirmed=0, timeout_ms=200)
     record = await store.get(key)
     assert record is not None
@@ -86,14 +87,12 @@ async def test_a_claim_that_takes_no_key_needs_no_replica(
     store: RedisStore, pair: ReplicatedPair
 ) -> None:
     key = RecordKey("agent", "e1")
-    assert (await store.claim(claim_request(key))).claimed
+    assert isinstance(await store.claim(claim_request(key)), Claimed)
     assert await store.settle(key, 1, completed())
     pair.link.cut()
     # A replay sends nothing, so it is answered whatever the replicas have.
     replay = await store.claim(claim_request(key))
-    assert not replay.claimed
-    assert replay.unreplicated is None
-    assert replay.record is not None
+    assert isinstance(replay, Standing)
     assert replay.record.state is RecordState.COMPLETED
 
 
@@ -105,7 +104,7 @@ async def test_the_claims_of_one_turn_share_one_wait(pair: ReplicatedPair) -> No
         admin.config_resetstat()
         claims = [store.claim(claim_request(RecordKey("agent", f"e{i}"))) for i in range(20)]
         results = await asyncio.gather(*claims)
-        assert all(r.claimed and r.unreplicated is None for r in results)
+        assert all(isinstance(r, Claimed) and r.unreplicated is None for r in results)
         stats = admin.info("commandstats")
         assert stats["cmdstat_wait"]["calls"] == 1
         assert stats["cmdstat_evalsha"]["calls"] == 20
@@ -126,7 +125,7 @@ async def test_waitaof_on_a_server_without_it_refuses_every_claim_and_says_why(
         result = await store.claim(claim_request(RecordKey("agent", "e1")))
     finally:
         await store.close()
-    assert result.claimed
+    assert isinstance(result, Claimed)
     assert result.unreplicated is not None
     assert "unknown command" in result.unreplicated.error
     assert "Redis has since 7.2" in result.unreplicated.error
@@ -163,7 +162,9 @@ async def test_on_a_cluster_the_wait_follows_the_slot_wherever_it_moves(
 ) -> None:
     store = RedisStore.from_url(f"{cluster.url}?{WAIT}")
     try:
-        assert (await store.claim(claim_request(RecordKey("agent", "e1")))).unreplicated is None
+        first = await store.claim(claim_request(RecordKey("agent", "e1")))
+        assert isinstance(first, Claimed)
+        assert first.unreplicated is None
         # The replica of the agent's slot is frozen: the claim is not confirmed.
         key = RecordKey("agent", "e2")
         master = next(n for n in cluster.by_role("master") if serves(n.port, record_key(key)))
@@ -173,14 +174,15 @@ async def test_on_a_cluster_the_wait_follows_the_slot_wherever_it_moves(
             frozen = await store.claim(claim_request(key))
         finally:
             replica.signal(signal.SIGCONT)
-        assert frozen.claimed
+        assert isinstance(frozen, Claimed)
         assert frozen.unreplicated == Unreplicated(1, 0, 200)
         # A coordinated failover moves the slot: the store's slot map is stale, the script
         # is told MOVED (nothing ran), and the pair goes to the new master, whose replica is
         # the old master.
         cluster.fail_over(replica)
         moved = await store.claim(claim_request(RecordKey("agent", "e3")))
-        assert (moved.claimed, moved.unreplicated) == (True, None)
+        assert isinstance(moved, Claimed)
+        assert moved.unreplicated is None
     finally:
         await store.close()
 

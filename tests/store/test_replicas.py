@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from redis.exceptions import ResponseError
 
-from idemproxy.store.base import InvalidStoreURL
+from idemproxy.store.errors import InvalidStoreURL
 from idemproxy.store.factory import open_store
 from idemproxy.store.records import Unreplicated
 from idemproxy.store.replicas import ReplicaWait, failover_may_lose_claims, split_wait

@@ -19,12 +19,13 @@ import pytest
 from redis.asyncio import Redis
 
 from idemproxy.store import layout
-from idemproxy.store.base import Store
 from idemproxy.store.memory import MemoryStore
+from idemproxy.store.memory.safety import MemorySafety
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import RecordKey
 from idemproxy.store.redis_store import RedisStore
 from idemproxy.store.safety import LossKind, Marker, StoreLogAction
-from idemproxy.store.sqlite_store import SQLiteStore
+from idemproxy.store.sqlite import SQLiteStore
 from tests.store.conftest import RedisServer
 from tests.store.test_contract import claim_request
 
@@ -68,7 +69,8 @@ async def marked(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
 
 
 def memory_drop(store: MemoryStore) -> Drop:
-    book = store._marker  # a memory store has no outside to reach in from
+    book = store.safety  # a memory store has no outside to reach in from
+    assert isinstance(book, MemorySafety)
 
     async def drop(log: bool) -> None:
         book._marker = None

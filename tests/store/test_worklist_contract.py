@@ -9,10 +9,10 @@ default, so there only the first half of each test holds.
 
 from __future__ import annotations
 
-from idemproxy.store.base import Store
-from idemproxy.store.control import Pause, PauseOrigin
+from idemproxy.store.control import Pause, PauseOrigin, PauseRequest
 from idemproxy.store.journal import AuditEntry, DeliveryCursor
-from idemproxy.store.records import RecordKey, RecordState, Settlement
+from idemproxy.store.protocols import Store
+from idemproxy.store.records import Claimed, RecordKey, RecordState, Settlement
 from idemproxy.store.redis_store import RedisStore
 from idemproxy.store.work import Work
 from tests.store.test_contract import claim_request, completed
@@ -86,12 +86,14 @@ async def test_events_keep_an_agent_on_deliverys_worklist_until_delivered(
 async def test_a_pause_keeps_its_agent_on_the_sweeps_worklist(store: Store, ns: str) -> None:
     # An operator may pause an agent that never sent anything.
     pause = Pause(PauseOrigin.OPERATOR, "hands off", "alice")
-    paused = await store.write_pause(ns, 0, pause, audit(ns, "agent.pause"))
+    paused = await store.write_pause(PauseRequest(ns, 0, pause, audit(ns, "agent.pause")))
     assert paused is not None
     await store.forget_agents()
     assert await busy(store, ns, Work.REVIEW) == [ns]
 
-    assert await store.write_pause(ns, paused.version, None, audit(ns, "agent.resume"))
+    assert await store.write_pause(
+        PauseRequest(ns, paused.version, None, audit(ns, "agent.resume"))
+    )
     await store.forget_agents()
     if forgets_at_once(store):
         assert await busy(store, ns, Work.REVIEW) == []
@@ -106,7 +108,7 @@ async def test_a_replay_puts_a_forgotten_agent_back_on_deliverys_worklist(
 
     replay = await store.claim(claim_request(key))
 
-    assert not replay.claimed
+    assert not isinstance(replay, Claimed)
     await store.forget_agents()
     assert await busy(store, ns, Work.DELIVERY) == [ns]
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from idemproxy.store.base import Store
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import EffectEvent, EventType, RecordKey, RecordState
 from tests.support.agents import Answer, Journal, ToolCall, Verdict
 from tests.support.fleet import UpstreamLedger

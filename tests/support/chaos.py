@@ -25,8 +25,8 @@ from pathlib import Path
 
 import aiohttp
 
-from idemproxy.store.base import Store
 from idemproxy.store.factory import open_store
+from idemproxy.store.protocols import Store
 from tests.support.agents import Agent, AgentPlan, Answer, Journal, ToolCall
 from tests.support.audit import AuditReport, all_events, audit
 from tests.support.cluster import LocalCluster

@@ -16,7 +16,7 @@ from idemproxy.ledger.recovery import RecoverMode
 from idemproxy.ledger.review import Decision
 from idemproxy.ledger.service import LedgerService
 from idemproxy.proxy.problems import problem_response
-from idemproxy.store.base import StoreError
+from idemproxy.store.errors import StoreError
 
 LEDGER = web.AppKey("ledger", LedgerService)
 DEFAULT_LIMIT = 100

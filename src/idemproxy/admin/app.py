@@ -17,7 +17,7 @@ from idemproxy.admin.sender import ProxySender, proxy_url
 from idemproxy.ledger.compensator import Compensator
 from idemproxy.ledger.service import LedgerService
 from idemproxy.proxy.state import ProxyState
-from idemproxy.store.base import StoreError
+from idemproxy.store.errors import StoreError
 from idemproxy.storeguard import SafetyStatus
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from idemproxy.config.settings import ProxyConfig
 from idemproxy.ledger.delivery import Delivery, Posted
 from idemproxy.ledger.sweeper import Sweeper
 from idemproxy.metrics import Metrics
-from idemproxy.store.base import Store
+from idemproxy.store.protocols import Store
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ import orjson
 
 from idemproxy.admin.client import AdminUnauthorized, AdminUnreachable, NotAdminAPI
 from idemproxy.errors import ConfigError, ProblemCode, RequestRefused
-from idemproxy.store.base import InvalidStoreURL, StoreError, StoreNotFound
+from idemproxy.store.errors import InvalidStoreURL, StoreError, StoreNotFound
 
 EXIT_CODES_HELP = (
     "exit codes: 0 done and fine; 1 done and not fine (a refusal, or status showing something"

@@ -32,8 +32,16 @@ from idemproxy.policies.append import AppendRule
 from idemproxy.policies.placeholders import MissingValue, Values, fill_text, path_params
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
 from idemproxy.proxy.headers import own_read_headers
-from idemproxy.store.base import Store, StoreError
-from idemproxy.store.records import RecordKey, RecordState, Resolution, Settlement, StoredResponse
+from idemproxy.store.errors import StoreError
+from idemproxy.store.protocols import RecordStore
+from idemproxy.store.records import (
+    RecordKey,
+    RecordState,
+    Resolution,
+    ResolveRequest,
+    Settlement,
+    StoredResponse,
+)
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +111,7 @@ class CurrentValue:
 
 
 class AppendGuard:
-    def __init__(self, store: Store, session: ClientSession) -> None:
+    def __init__(self, store: RecordStore, session: ClientSession) -> None:
         self.store = store
         self.session = session
 
@@ -134,7 +142,7 @@ class AppendGuard:
         reason = "append: outcome settled by reading the value back before sending again"
         resolution = Resolution(RecordState.NOT_APPLIED, reason=reason)
         try:
-            await self.store.resolve(key, RecordState.UNKNOWN, resolution)
+            await self.store.resolve(ResolveRequest(key, RecordState.UNKNOWN, resolution))
         except StoreError:
             log.warning("could not reconcile an unknown append", extra={"effect_key": str(key)})
         return ClaimAgain()

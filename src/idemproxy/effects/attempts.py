@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from idemproxy.store.base import Store
 from idemproxy.store.clock import wall_ms
+from idemproxy.store.protocols import RecordStore
 from idemproxy.store.records import RecordKey, RecordState
 
 _POLL_FIRST_S = 0.005
@@ -32,7 +32,7 @@ class Attempts:
     def held(self) -> list[tuple[RecordKey, int]]:
         return [(key, fence) for key, (fence, _) in self._held.items()]
 
-    async def wait_settled(self, store: Store, key: RecordKey, wait_ms: int) -> None:
+    async def wait_settled(self, store: RecordStore, key: RecordKey, wait_ms: int) -> None:
         """Return once the key is no longer in flight under a live lease, or ``wait_ms`` passed.
 
         The caller claims again afterwards, which turns the record's state into an answer.

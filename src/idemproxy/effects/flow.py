@@ -37,13 +37,17 @@ from idemproxy.effects.settler import Settler
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.metrics import Children, DuplicateKind, Metrics
 from idemproxy.policies.secretpaths import shown_path
-from idemproxy.store.base import Store, StoreError
+from idemproxy.store.errors import StoreError
+from idemproxy.store.protocols import RecordStore
 from idemproxy.store.records import (
+    Claimed,
     ClaimRequest,
     EffectMeta,
     EffectRecord,
+    Paused,
     RecordState,
     Settlement,
+    Standing,
     Unreplicated,
 )
 
@@ -55,7 +59,7 @@ class EffectFlow:
 
     def __init__(
         self,
-        store: Store,
+        store: RecordStore,
         attempts: Attempts,
         metrics: Metrics,
         session: ClientSession,
@@ -98,16 +102,17 @@ class EffectFlow:
                 result = await self.store.claim(claim)
             except StoreError as exc:
                 raise store_unavailable() from exc
-            if result.claimed and result.unreplicated is not None:
-                await self._release_unreplicated(ctx, result.fence, result.unreplicated)
-            if result.claimed:
-                outcome = Outcome.RECONCILED if reconciled else Outcome.FORWARDED
-                claimed = dataclasses.replace(ctx, first_attempt_ms=result.first_attempt_ms)
-                return await self._attempt(claimed, result.fence, outcome)
-            if result.paused is not None:
-                raise agent_paused(ctx.key.record_key.agent, result.paused)
-            record = result.record
-            assert record is not None
+            match result:
+                case Claimed(fence=fence, unreplicated=Unreplicated() as unreplicated):
+                    await self._release_unreplicated(ctx, fence, unreplicated)
+                case Claimed(fence=fence, first_attempt_ms=first_attempt_ms):
+                    outcome = Outcome.RECONCILED if reconciled else Outcome.FORWARDED
+                    claimed = dataclasses.replace(ctx, first_attempt_ms=first_attempt_ms)
+                    return await self._attempt(claimed, fence, outcome)
+                case Paused(pause=pause):
+                    raise agent_paused(ctx.key.record_key.agent, pause)
+                case Standing(record=record):
+                    pass  # what the request gets from the record that stands, below
             other_request = record.fingerprint != ctx.fingerprint
             if other_request:
                 self._refuse_other_request(ctx, record)

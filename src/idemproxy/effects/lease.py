@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from idemproxy.store.base import Store, StoreError
+from idemproxy.store.errors import StoreError
+from idemproxy.store.protocols import RecordStore
 from idemproxy.store.records import RecordKey
 
 
@@ -25,7 +26,7 @@ class LeaseKept:
 
     __slots__ = ("_done", "_fence", "_key", "_lease_ms", "_renewer", "_store", "_timer")
 
-    def __init__(self, store: Store, key: RecordKey, fence: int, lease_ms: int) -> None:
+    def __init__(self, store: RecordStore, key: RecordKey, fence: int, lease_ms: int) -> None:
         self._store = store
         self._key = key
         self._fence = fence

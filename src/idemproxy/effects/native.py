@@ -23,11 +23,14 @@ from idemproxy.effects.reconciled import ClaimAgain, Completed, Reconciliation, 
 from idemproxy.policies.adapters.base import Answer, Attempt, Finding, Found, Outgoing, Plan
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
 from idemproxy.proxy.headers import own_read_headers
-from idemproxy.store.base import Store, StoreError
+from idemproxy.store.errors import StoreError
+from idemproxy.store.protocols import RecordStore
 from idemproxy.store.records import (
     EffectRecord,
     RecordState,
     Resolution,
+    Resolved,
+    ResolveRequest,
     Settlement,
     StoredResponse,
 )
@@ -47,7 +50,7 @@ class ReconciledAnswer:
 
 
 class NativeDedupe:
-    def __init__(self, store: Store, session: ClientSession) -> None:
+    def __init__(self, store: RecordStore, session: ClientSession) -> None:
         self.store = store
         self.session = session
 
@@ -149,11 +152,11 @@ class NativeDedupe:
     async def _resolve(self, ctx: EffectContext, resolution: Resolution) -> Completed | ClaimAgain:
         key = ctx.key.record_key
         try:
-            result = await self.store.resolve(key, RecordState.UNKNOWN, resolution)
+            result = await self.store.resolve(ResolveRequest(key, RecordState.UNKNOWN, resolution))
         except StoreError:
             log.warning("could not record a reconciliation", extra={"effect_key": str(key)})
             return ClaimAgain()
-        if not result.resolved or result.record is None:
+        if not isinstance(result, Resolved):
             return ClaimAgain()  # another repeat resolved it first; its result stands
         log.info(
             "unknown outcome reconciled",

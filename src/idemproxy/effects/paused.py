@@ -12,10 +12,11 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 
 from idemproxy.errors import ProblemCode, RequestRefused
-from idemproxy.store.base import Store, StoreError
-from idemproxy.store.control import Pause, PauseOrigin
+from idemproxy.store.control import AgentControl, Pause, PauseOrigin
+from idemproxy.store.errors import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,10 @@ MAX_AGENTS = 10_000
 # the agent is paused, and neither waits for nor counts toward the agent's pause. Only with the
 # seal of the proxy's own sender (effects/seal.py); an agent's copy of it is refused.
 COMPENSATES_HEADER = "Idem-Compensates"
+
+# Reads an agent's control from the store (Control.read_control): the one thing the gate needs
+# of it, so the proxy's effects depend on the record store alone.
+ReadControl = Callable[[str], Awaitable[AgentControl]]
 
 
 def agent_paused(agent: str, pause: Pause) -> RequestRefused:
@@ -48,9 +53,9 @@ class PauseGate:
     """The pause check of requests that claim nothing, from a cache of one second."""
 
     def __init__(
-        self, store: Store, cache_s: float = CACHE_S, max_agents: int = MAX_AGENTS
+        self, read_control: ReadControl, cache_s: float = CACHE_S, max_agents: int = MAX_AGENTS
     ) -> None:
-        self._store = store
+        self._read_control = read_control
         self._cache_s = cache_s
         self._max_agents = max_agents
         # Agent -> when its pause was read and what it was, least recently read first.
@@ -63,7 +68,7 @@ class PauseGate:
         seen = self._seen.get(agent)
         if seen is None or now - seen[0] >= self._cache_s:
             try:
-                pause = (await self._store.read_control(agent)).pause
+                pause = (await self._read_control(agent)).pause
             except StoreError as exc:
                 log.warning("pause check skipped: store unavailable", extra={"reason": str(exc)})
                 pause = seen[1] if seen is not None else None

@@ -8,7 +8,8 @@ import logging
 
 from idemproxy.effects.context import EffectContext
 from idemproxy.metrics import Metrics
-from idemproxy.store.base import Store, StoreError
+from idemproxy.store.errors import StoreError
+from idemproxy.store.protocols import RecordStore
 from idemproxy.store.records import Settlement
 
 log = logging.getLogger(__name__)
@@ -19,7 +20,7 @@ _SETTLE_DELAYS_S = (0.05, 0.2, 0.5, 1.0)
 class Settler:
     """Writes an attempt's outcome under its fence; counts it toward the agent's pause."""
 
-    def __init__(self, store: Store, metrics: Metrics, pause_after_failures: int = 0) -> None:
+    def __init__(self, store: RecordStore, metrics: Metrics, pause_after_failures: int = 0) -> None:
         self.store = store
         self.metrics = metrics
         self.pause_after_failures = pause_after_failures

@@ -11,8 +11,8 @@ from __future__ import annotations
 from enum import StrEnum
 
 from idemproxy.errors import ProblemCode, RequestRefused
-from idemproxy.store.base import Store
 from idemproxy.store.control import AUTO_PAUSE_ACTION
+from idemproxy.store.protocols import Store
 
 WINDOW_MS = 60_000
 

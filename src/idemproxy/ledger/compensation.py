@@ -26,8 +26,8 @@ from idemproxy.ledger.compensator import (
     is_compensation,
 )
 from idemproxy.ledger.review import not_found
-from idemproxy.store.base import Store
 from idemproxy.store.journal import AuditEntry
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import EffectRecord, RecordState
 
 _CANNOT = (UndoState.CANNOT, UndoState.INVALID)

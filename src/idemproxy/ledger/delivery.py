@@ -36,9 +36,10 @@ from idemproxy import __version__
 from idemproxy.config.settings import ControllerConfig
 from idemproxy.ledger import documents, signature
 from idemproxy.metrics import Metrics
-from idemproxy.store.base import Store, StoreError
 from idemproxy.store.clock import wall_ms
+from idemproxy.store.errors import StoreError
 from idemproxy.store.journal import DeliveryCursor
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import EffectEvent
 from idemproxy.store.work import Work
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger.documents import Document, value
-from idemproxy.store.base import Store
+from idemproxy.store.protocols import Store
 from idemproxy.storeguard import StoreGuard, StoreVerdict
 
 LOG_SHOWN = 20  # newest entries of the store's log in a status

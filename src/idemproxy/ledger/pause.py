@@ -23,10 +23,17 @@ from enum import StrEnum
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger.audit import ActionLimit, AuditAction
 from idemproxy.ledger.review import RESOLVED_TTL_S, not_found
-from idemproxy.store.base import Store
-from idemproxy.store.control import AgentControl, Pause, PauseOrigin
+from idemproxy.store.control import AgentControl, Pause, PauseOrigin, PauseRequest
 from idemproxy.store.journal import AuditEntry
-from idemproxy.store.records import EffectRecord, RecordKey, RecordState, Resolution
+from idemproxy.store.protocols import Store
+from idemproxy.store.records import (
+    EffectRecord,
+    RecordKey,
+    RecordState,
+    Refused,
+    Resolution,
+    ResolveRequest,
+)
 
 # A resume whose compare-and-set lost only to failures joining the snapshot goes round again.
 RESUME_ROUNDS = 3
@@ -110,7 +117,7 @@ class Pauses:
         before = _describe(control.pause)
         audit = AuditEntry(agent, AuditAction.PAUSE, actor, agent, before, "paused", note)
         pause = Pause(PauseOrigin.OPERATOR, reason, actor)
-        written = await self._store.write_pause(agent, control.version, pause, audit)
+        written = await self._store.write_pause(PauseRequest(agent, control.version, pause, audit))
         if written is None:
             raise _conflict(f"agent {agent!r} changed while pausing it; look again and retry")
         return await self.status(agent)
@@ -137,7 +144,7 @@ class Pauses:
             before, after = _describe(control.pause), f"running; snapshot: {counts}"
             audit = AuditEntry(agent, AuditAction.RESUME, actor, agent, before, after, note)
             written = await self._store.write_pause(
-                agent, control.version, None, audit, reset_failures=True
+                PauseRequest(agent, control.version, None, audit, reset_failures=True)
             )
             if written is not None:
                 return Resumed(agent, tuple(freed), _next_step(freed))
@@ -177,8 +184,10 @@ class Pauses:
         audit = AuditEntry(key.agent, AuditAction.RETRY, actor, str(key), before, after, note)
         reason = f"freed by {actor} to be sent again" + (f": {note}" if note else "")
         resolution = Resolution(RecordState.NOT_APPLIED, reason=reason, ttl_s=RESOLVED_TTL_S)
-        resolved = await self._store.resolve(key, RecordState.COMPLETED, resolution, audit, wanted)
-        if not resolved.resolved:
+        resolved = await self._store.resolve(
+            ResolveRequest(key, RecordState.COMPLETED, resolution, audit, wanted)
+        )
+        if isinstance(resolved, Refused):
             now = resolved.record.state.value if resolved.record else ""
             return FreedAttempt(str(key), wanted, Freed.MOVED_ON, now)
         return FreedAttempt(str(key), wanted, Freed.FREED, RecordState.NOT_APPLIED.value)

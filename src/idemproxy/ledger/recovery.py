@@ -29,9 +29,9 @@ from idemproxy.ledger import documents
 from idemproxy.ledger.audit import ActionLimit, AuditAction
 from idemproxy.ledger.progress import Abandonment, BatchProgress, RecoveryStrategy, batch_progress
 from idemproxy.ledger.review import not_found
-from idemproxy.store.base import Store
 from idemproxy.store.clock import wall_ms
-from idemproxy.store.journal import AuditEntry, FreedRecord
+from idemproxy.store.journal import AuditEntry, ClearedRecord, ClearRequest
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import EffectRecord, RecordState
 
 
@@ -94,7 +94,7 @@ class Recovery:
         progress, records = await self._load(agent, batch)
         _refuse_unsafe(progress, mode)
         freed = [
-            FreedRecord(record.key.effect_id, record.fence)
+            ClearedRecord(record.key.effect_id, record.fence)
             for record in records
             if record.state is RecordState.NOT_APPLIED
         ]
@@ -117,7 +117,7 @@ class Recovery:
             after=f"{len(freed)} freed record(s) cleared" + (", archived" if archive else ""),
             note=note,
         )
-        cleared = await self._store.clear_batch(agent, batch, freed, archive, audit)
+        cleared = await self._store.clear_batch(ClearRequest(agent, batch, freed, archive, audit))
         after = await self.progress(agent, batch)
         return RecoveryPlan(
             agent=agent,

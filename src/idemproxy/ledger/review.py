@@ -12,13 +12,15 @@ from enum import StrEnum
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger import documents
 from idemproxy.ledger.audit import ActionLimit, AuditAction
-from idemproxy.store.base import Store
 from idemproxy.store.journal import AuditEntry
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import (
     EffectRecord,
     RecordKey,
     RecordState,
     Resolution,
+    Resolved,
+    ResolveRequest,
     StoredResponse,
 )
 
@@ -115,10 +117,12 @@ class Review:
             after=decision.state.value,
             note=note,
         )
-        result = await self._store.resolve(key, RecordState.UNKNOWN, resolution, audit)
+        result = await self._store.resolve(
+            ResolveRequest(key, RecordState.UNKNOWN, resolution, audit)
+        )
         if result.record is None:
             raise not_found(f"effect {key}")
-        if not result.resolved:
+        if not isinstance(result, Resolved):
             raise RequestRefused(
                 ProblemCode.STATE_CONFLICT,
                 f"effect {key} is {result.record.state.value}, not unknown: it was resolved or"

@@ -21,14 +21,14 @@ from idemproxy.ledger.losses import StoreLosses
 from idemproxy.ledger.pause import Pauses
 from idemproxy.ledger.recovery import RecoverMode, Recovery
 from idemproxy.ledger.review import Decision, Review, not_found, parse_key
-from idemproxy.store.base import Store
 from idemproxy.store.journal import AuditEntry, DeliveryCursor
+from idemproxy.store.protocols import Store
 from idemproxy.store.records import StoredResponse
 from idemproxy.storeguard import StoreGuard
 
 MAX_LIMIT = 1000
 # How long the durable stores keep events no controller waits for (EVENT_RETENTION_S of
-# store/sqlite_store.py and store/redis_store.py); memory:// keeps them while it runs.
+# store/sqlite/store.py and store/redis_store.py); memory:// keeps them while it runs.
 EVENT_HISTORY_S = 7 * 86_400
 
 

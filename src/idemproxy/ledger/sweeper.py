@@ -15,7 +15,8 @@ import logging
 from collections import Counter
 
 from idemproxy.metrics import Metrics
-from idemproxy.store.base import Store, StoreError
+from idemproxy.store.errors import StoreError
+from idemproxy.store.protocols import Store
 from idemproxy.store.work import Work
 
 log = logging.getLogger(__name__)

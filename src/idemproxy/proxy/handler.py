@@ -45,7 +45,7 @@ from idemproxy.proxy.retry import exchange_retried
 from idemproxy.proxy.state import CLIENT_SESSION, EFFECT_FLOW, ProxyState
 from idemproxy.proxy.upstreams import Target, resolve_target
 from idemproxy.scopes import request_scope, scoped
-from idemproxy.store.base import StoreError
+from idemproxy.store.errors import StoreError
 from idemproxy.storeguard import StoreGuard
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class ProxyHandler:
         self.state = state
         self._answered = Children(state.metrics.requests)
         self._upstream_durations = Children(state.metrics.upstream_request_duration)
-        self._pauses = PauseGate(state.store)
+        self._pauses = PauseGate(state.store.read_control)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()

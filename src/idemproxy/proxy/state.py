@@ -14,7 +14,7 @@ from idemproxy.effects.flow import EffectFlow
 from idemproxy.effects.seal import CompensationSeal
 from idemproxy.metrics import Metrics
 from idemproxy.proxy.upstreams import Upstream
-from idemproxy.store.base import Store
+from idemproxy.store.protocols import Store
 from idemproxy.storeguard import StoreGuard
 
 

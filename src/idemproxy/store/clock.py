@@ -8,7 +8,7 @@ time the boot clock has counted since: it reads like milliseconds since the epoc
 only forward, at the rate of real time, whatever the wall clock does meanwhile.
 
 Processes on one host share the boot clock, so the SQLite store anchors it once per boot, in
-the file (:func:`idemproxy.store.sqlite_schema.clock_offset`): every process on the file then
+the file (:func:`idemproxy.store.sqlite.file.clock_offset`): every process on the file then
 reads the same time, whenever it started.
 """
 

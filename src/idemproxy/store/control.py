@@ -69,6 +69,18 @@ class AgentControl:
         return self.pause is not None and self.pause.origin is PauseOrigin.AUTO
 
 
+@dataclass(frozen=True, slots=True)
+class PauseRequest:
+    """Compare-and-set: set the agent's ``pause``, or clear it (None), if its control is still
+    at ``version``; ``reset_failures`` also empties the streak and the snapshot."""
+
+    agent: str
+    version: int
+    pause: Pause | None
+    audit: AuditEntry  # appended in the same step
+    reset_failures: bool = False
+
+
 def auto_pause_reason(failures: int, last_error: str) -> str:
     """The reason an automatic pause gives (the Redis store writes the same words in Lua)."""
     return f"auto-paused after {failures} consecutive failures. Last error: {last_error}"
@@ -109,13 +121,12 @@ def counted(
     return paused, True
 
 
-def written_pause(
-    control: AgentControl, pause: Pause | None, reset_failures: bool, now_ms: int
-) -> AgentControl:
+def written_pause(control: AgentControl, request: PauseRequest, now_ms: int) -> AgentControl:
     """``control`` once an operator set (or cleared) its pause."""
+    pause = request.pause
     if pause is not None:
         pause = dataclasses.replace(pause, since_ms=now_ms)
     written = dataclasses.replace(control, pause=pause, version=control.version + 1)
-    if reset_failures:
+    if request.reset_failures:
         written = dataclasses.replace(written, streak=(), snapshot=())
     return written

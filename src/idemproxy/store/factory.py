@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from idemproxy.store.base import InvalidStoreURL, Store, StoreNotFound
+from idemproxy.store.errors import InvalidStoreURL, StoreNotFound
 from idemproxy.store.memory import MemoryStore
+from idemproxy.store.protocols import Store
 
 VALID_FORMS = """valid store URLs are:
   redis://[user:password@]host[:port][/db]      e.g. redis://127.0.0.1:6379/0
@@ -94,7 +95,7 @@ _PASSWORD = re.compile(r"^([a-z+]+://[^/:@]*:)[^/]*@", re.IGNORECASE)
 
 
 def _open_sqlite(url: str, create: bool) -> Store:
-    from idemproxy.store.sqlite_store import SQLiteStore
+    from idemproxy.store.sqlite import SQLiteStore
 
     path = sqlite_path(url)
     if not create:

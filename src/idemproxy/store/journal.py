@@ -6,6 +6,7 @@ resolution can be written together with its audit entry in one step.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -51,8 +52,20 @@ class AuditEntry:
 
 
 @dataclass(frozen=True, slots=True)
-class FreedRecord:
+class ClearedRecord:
     """A ``not_applied`` record to delete when a batch is cleared, if it still holds ``fence``."""
 
     effect_id: str
     fence: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClearRequest:
+    """Clear a batch so its recovery may run again: delete ``records`` (those still
+    ``not_applied`` at their fence), keep ``archive`` (if given) and append ``audit``."""
+
+    agent: str
+    batch: str
+    records: Sequence[ClearedRecord]
+    archive: bytes | None
+    audit: AuditEntry

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TypeAlias
 
 from idemproxy.store.control import MAX_ERROR_CHARS, Pause
+from idemproxy.store.journal import AuditEntry
 
 
 class RecordState(StrEnum):
@@ -119,27 +121,37 @@ class Unreplicated:
 
 
 @dataclass(frozen=True, slots=True)
-class ClaimResult:
-    """Either this attempt now holds the key (``claimed``) or ``record`` says who does.
+class Claimed:
+    """This attempt now holds the key, at ``fence``."""
 
-    A claim is refused when the record is in flight under a live lease, completed, unknown, or
-    when a freed (not_applied) record carries a different fingerprint and the request does not
-    say ``reworded_may_reclaim``: the caller decides what the request gets from ``record``.
-    A claim that finds an expired lease turns the record ``unknown`` (its holder died) and
-    returns that.
-    """
-
-    claimed: bool
     fence: int
-    record: EffectRecord | None = None
-    # Set on a claim (``claimed``): when the effect's first attempt was claimed, by the store's
-    # clock (the record's ``created_ms``). The same for every attempt of one effect, so a native
-    # key cut from it is too.
-    first_attempt_ms: int = 0
-    # Set when the claim would have taken the key but the agent is paused: nothing changed.
-    paused: Pause | None = None
-    # Set on a claim (``claimed``) its replicas did not confirm: release it, send nothing.
+    # When the effect's first attempt was claimed, by the store's clock (the record's
+    # ``created_ms``). The same for every attempt of one effect, so a native key cut from it is
+    # too.
+    first_attempt_ms: int
+    # Set when the store's replicas did not confirm the claim: release it, send nothing.
     unreplicated: Unreplicated | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """The claim was refused and ``record`` stands: in flight under a live lease, completed,
+    unknown, or freed (not_applied) under another fingerprint when the request does not say
+    ``reworded_may_reclaim``. The caller decides what the request gets from it. A claim that
+    finds an expired lease turns the record ``unknown`` (its holder died) and returns that."""
+
+    record: EffectRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Paused:
+    """The claim would have taken the key, but the agent is paused: nothing changed."""
+
+    pause: Pause
+
+
+# What a claim found: match on it (``case Claimed(fence=fence): ...``).
+ClaimResult: TypeAlias = Claimed | Standing | Paused
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,12 +210,32 @@ class Resolution:
 
 
 @dataclass(frozen=True, slots=True)
-class ResolveResult:
-    """``record`` is the record after the change, or as it stands when ``resolved`` is False
-    (None: there is no record)."""
+class ResolveRequest:
+    """Compare-and-set: move the record at ``key`` from ``expected`` to ``resolution.state``."""
 
-    resolved: bool
+    key: RecordKey
+    expected: RecordState
+    resolution: Resolution
+    audit: AuditEntry | None = None  # appended in the same step
+    fence: int | None = None  # given: only while the record is still at this fence
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """The record moved to the resolution's state: ``record`` is it after the change."""
+
+    record: EffectRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """Nothing changed: ``record`` is the record as it stands (None: there is none)."""
+
     record: EffectRecord | None
+
+
+# What a resolve did: match on it (``case Resolved(record=record): ...``).
+ResolveResult: TypeAlias = Resolved | Refused
 
 
 @dataclass(frozen=True, slots=True)

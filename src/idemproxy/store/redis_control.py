@@ -12,9 +12,15 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store import layout, redis_scripts
-from idemproxy.store.base import StoreCorrupt
-from idemproxy.store.control import MAX_STREAK, AgentControl, FailedAttempt, Pause, PauseOrigin
-from idemproxy.store.journal import AuditEntry
+from idemproxy.store.control import (
+    MAX_STREAK,
+    AgentControl,
+    FailedAttempt,
+    Pause,
+    PauseOrigin,
+    PauseRequest,
+)
+from idemproxy.store.errors import StoreCorrupt
 from idemproxy.store.redis_agents import RedisAgents
 from idemproxy.store.redis_errors import translated
 from idemproxy.store.redis_journal import RedisJournal, audit_args
@@ -49,14 +55,9 @@ class RedisControl(RedisJournal):
             reply = await self._read_control(keys=control_keys(agent))
         return decode_control(agent, reply)
 
-    async def write_pause(
-        self,
-        agent: str,
-        version: int,
-        pause: Pause | None,
-        audit: AuditEntry,
-        reset_failures: bool = False,
-    ) -> AgentControl | None:
+    async def write_pause(self, request: PauseRequest) -> AgentControl | None:
+        agent, version, pause, audit = request.agent, request.version, request.pause, request.audit
+        reset_failures = request.reset_failures
         args: list[str | int] = [
             version,
             "1" if pause is not None else "0",

@@ -16,7 +16,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from idemproxy.store.base import StoreError, StoreUnavailable
+from idemproxy.store.errors import StoreError, StoreUnavailable
 
 # Errors that mean "Redis cannot serve us right now" rather than "we sent something wrong".
 # ConnectionError covers BusyLoadingError and Sentinel's MasterNotFoundError.

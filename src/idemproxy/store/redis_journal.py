@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store import layout, redis_scripts
-from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.clock import wall_ms
-from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
+from idemproxy.store.errors import StoreCorrupt
+from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
 from idemproxy.store.records import RecordKey
 from idemproxy.store.redis_agents import RedisAgents
 from idemproxy.store.redis_errors import translated
@@ -38,7 +37,7 @@ _CURSOR_FIELDS = {
 
 
 class RedisJournal:
-    """The :class:`~idemproxy.store.base.Store` operations on cursors, audit entries, archives
+    """The :class:`~idemproxy.store.protocols.Store` operations on cursors, audit entries, archives
     and the agent lists (:mod:`.redis_agents`)."""
 
     def __init__(
@@ -132,14 +131,9 @@ class RedisJournal:
             entries = await self._client.xrevrange(layout.audit_key(agent), count=limit)
         return [decode_audit(agent, entry_id, fields) for entry_id, fields in reversed(entries)]
 
-    async def clear_batch(
-        self,
-        agent: str,
-        batch: str,
-        freed: Sequence[FreedRecord],
-        archive: bytes | None,
-        audit: AuditEntry,
-    ) -> list[str]:
+    async def clear_batch(self, request: ClearRequest) -> list[str]:
+        agent, batch, freed = request.agent, request.batch, request.records
+        archive, audit = request.archive, request.audit
         keys = [layout.batch_key(agent, batch), layout.archive_key(agent, batch)]
         keys += [layout.audit_key(agent)]
         keys += [layout.record_key(RecordKey(agent, item.effect_id)) for item in freed]

@@ -20,9 +20,8 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store import layout
-from idemproxy.store.base import StoreCorrupt, StoreUnavailable
+from idemproxy.store.errors import StoreCorrupt, StoreUnavailable
 from idemproxy.store.journal import AuditEntry
-from idemproxy.store.memory_safety import fresh_id
 from idemproxy.store.redis_errors import translated
 from idemproxy.store.redis_journal import decode_audit
 from idemproxy.store.safety import (
@@ -33,6 +32,7 @@ from idemproxy.store.safety import (
     MarkerCheck,
     acknowledged,
     acknowledgement_entry,
+    fresh_id,
     loss_entry,
     marked_entry,
     next_check,

@@ -18,21 +18,27 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store import layout, redis_client, redis_durability, redis_scripts, replicas
-from idemproxy.store.base import InvalidStoreURL, StoreCorrupt, StoreUnavailable
 from idemproxy.store.clock import wall_ms
+from idemproxy.store.decisions import EXPIRED_LEASE_REASON
+from idemproxy.store.errors import InvalidStoreURL, StoreCorrupt, StoreUnavailable
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.records import (
+    Claimed,
     ClaimRequest,
     ClaimResult,
     EffectEvent,
     EffectMeta,
     EffectRecord,
     EventType,
+    Paused,
     RecordKey,
     RecordState,
-    Resolution,
+    Refused,
+    Resolved,
+    ResolveRequest,
     ResolveResult,
     Settlement,
+    Standing,
     StoredResponse,
 )
 from idemproxy.store.redis_agents import LISTING_GRACE_S, REGISTRY_CAP, RedisAgents
@@ -46,8 +52,6 @@ from idemproxy.store.replicas import ReplicaWait
 from idemproxy.store.retention import EVENT_RETENTION_S
 from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerCheck
 
-EXPIRED_LEASE_REASON = "lease expired: the proxy holding this request stopped"
-
 RedisClient = Redis | RedisCluster
 ScriptArg = str | int | bytes
 
@@ -59,7 +63,7 @@ class Script(Protocol):
 
 
 class RedisStore(RedisControl):
-    """The :class:`~idemproxy.store.base.Store` on Redis: single node, Sentinel or Cluster.
+    """The :class:`~idemproxy.store.protocols.Store` on Redis: single node, Sentinel or Cluster.
 
     Event ids are stream ids (``<ms>-<seq>``): ordered by the stream, opaque to callers. Events
     are kept ``event_retention_s``; the outbox stream of an agent quiet that long expires.
@@ -214,12 +218,10 @@ class RedisStore(RedisControl):
             wait = self._replica_wait
             # Only a claim that takes the key needs its replicas: any other sends nothing.
             short = None if wait is None else wait.shortfall(waited)
-            return ClaimResult(
-                claimed=True, fence=fence, first_attempt_ms=int(reply[2]), unreplicated=short
-            )
+            return Claimed(fence, first_attempt_ms=int(reply[2]), unreplicated=short)
         if int(reply[0]) == 2:
-            return ClaimResult(claimed=False, fence=fence, paused=decode_pause(*reply[2:6]))
-        return ClaimResult(claimed=False, fence=fence, record=decode_record(key, reply[2]))
+            return Paused(decode_pause(*reply[2:6]))
+        return Standing(decode_record(key, reply[2]))
 
     async def settle(self, key: RecordKey, fence: int, settlement: Settlement) -> bool:
         args: list[ScriptArg] = [
@@ -239,14 +241,9 @@ class RedisStore(RedisControl):
         with _translated("settle"):
             return int(await self._settle(keys=keys, args=args)) == 1
 
-    async def resolve(
-        self,
-        key: RecordKey,
-        expected: RecordState,
-        resolution: Resolution,
-        audit: AuditEntry | None = None,
-        fence: int | None = None,
-    ) -> ResolveResult:
+    async def resolve(self, request: ResolveRequest) -> ResolveResult:
+        key, expected, resolution = request.key, request.expected, request.resolution
+        audit, fence = request.audit, request.fence
         args: list[ScriptArg] = [
             key.effect_id,
             expected.value,
@@ -268,7 +265,9 @@ class RedisStore(RedisControl):
         with _translated("resolve"):
             reply = await self._resolve(keys=keys, args=args)
         record = decode_record(key, reply[1]) if reply[1] else None
-        return ResolveResult(resolved=int(reply[0]) == 1, record=record)
+        if int(reply[0]) == 1 and record is not None:
+            return Resolved(record)
+        return Refused(record)
 
     async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
         with _translated("renew"):

@@ -28,6 +28,7 @@ Python share, and that the Redis scripts follow.
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -110,6 +111,11 @@ class MarkerCheck:
     loss: Loss | None = None
     created: bool = False
     detected: bool = False  # this check found the loss
+
+
+def fresh_id() -> str:
+    """A new epoch or loss id: random, so that no two stores or checks make the same."""
+    return uuid.uuid4().hex
 
 
 def next_check(

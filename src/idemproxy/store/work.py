@@ -4,7 +4,7 @@ Agent ids come from a request header, so a store may have seen millions of them;
 delivery pass over every agent they visit every few seconds. Each store therefore keeps, per
 kind of :class:`Work`, a worklist: every agent that has such work is on it (an agent is listed
 before the step that gives it work, or in that same step), and one with none left stays on it
-until :meth:`~idemproxy.store.base.Store.forget_agents` finds it idle and drops it.
+until :meth:`~idemproxy.store.protocols.Control.forget_agents` finds it idle and drops it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class Work(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Forgotten:
-    """What one :meth:`~idemproxy.store.base.Store.forget_agents` dropped."""
+    """What one :meth:`~idemproxy.store.protocols.Control.forget_agents` dropped."""
 
     idle: int = 0  # worklist entries of agents with no such work left
     over_cap: int = 0  # registry entries of the least recently seen agents, past its cap

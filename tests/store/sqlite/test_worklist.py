@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from idemproxy.store.records import RecordKey
-from idemproxy.store.sqlite_store import SQLiteStore
+from idemproxy.store.sqlite import SQLiteStore
 from idemproxy.store.work import Work
 from tests.store.test_contract import claim_request, completed
 

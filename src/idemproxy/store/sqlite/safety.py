@@ -12,13 +12,11 @@ path, as every other process does, and the check finds its marker missing.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from pathlib import Path
 
-from idemproxy.store.base import StoreCorrupt
+from idemproxy.store.errors import StoreCorrupt
 from idemproxy.store.journal import AuditEntry
-from idemproxy.store.memory_safety import fresh_id
 from idemproxy.store.safety import (
     LOG_LIMIT,
     Durability,
@@ -28,11 +26,13 @@ from idemproxy.store.safety import (
     MarkerCheck,
     acknowledged,
     acknowledgement_entry,
+    fresh_id,
     loss_entry,
     marked_entry,
     next_check,
 )
-from idemproxy.store.sqlite_journal import audit_entry
+from idemproxy.store.sqlite.file import SQLiteFile
+from idemproxy.store.sqlite.journal import audit_entry
 
 TABLES = (
     """CREATE TABLE IF NOT EXISTS store_marker (
@@ -48,8 +48,6 @@ TABLES = (
         ts_ms INTEGER NOT NULL)""",
 )
 
-FileIdentity = tuple[int, int]
-
 
 def durability(path: Path) -> Durability:
     """A SQLite file never evicts, and the store commits with ``synchronous = FULL``."""
@@ -58,15 +56,6 @@ def durability(path: Path) -> Durability:
         persistent=True,
         persistence=f"sqlite file {path}, every commit synced to disk (synchronous = FULL)",
     )
-
-
-def file_identity(path: Path) -> FileIdentity | None:
-    """The device and inode of the file at ``path``; None if there is none."""
-    try:
-        stat = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return stat.st_dev, stat.st_ino
 
 
 def check(db: sqlite3.Connection, seen: Marker | None, now_ms: int) -> MarkerCheck:
@@ -158,3 +147,31 @@ def _save_loss(db: sqlite3.Connection, loss: Loss) -> None:
         " VALUES (1, ?, ?, ?, ?, ?)",
         (loss.loss_id, loss.detected_ms, loss.kind.value, " ".join(loss.epochs), loss.detail),
     )
+
+
+class SQLiteSafety:
+    """The :class:`~idemproxy.store.protocols.Safety` on the marker's tables."""
+
+    def __init__(self, file: SQLiteFile) -> None:
+        self._file = file
+
+    async def durability(self) -> Durability:
+        return durability(self._file.path)
+
+    async def check_marker(self, seen: Marker | None) -> MarkerCheck:
+        file = self._file
+        return await file.run(
+            lambda db: file.transaction(file.followed(db), lambda db, now: check(db, seen, now))
+        )
+
+    def expect_marker(self, marker: Marker | None) -> None:
+        return None  # nothing here is emptied under an open store: the checks see the file go
+
+    async def record_loss(self, kind: LossKind, detail: str) -> Loss:
+        return await self._file.write(lambda db, now: record_loss(db, kind, detail, now))
+
+    async def acknowledge_loss(self, loss_id: str, actor: str, note: str) -> Marker | None:
+        return await self._file.write(lambda db, now: acknowledge(db, loss_id, actor, note, now))
+
+    async def read_store_log(self, limit: int = 100) -> list[AuditEntry]:
+        return await self._file.run(lambda db: read_log(db, limit))

@@ -1,9 +1,10 @@
-"""The marker, loss and log of the memory store (store/safety.py), kept in the process."""
+"""The memory store's marker, loss and log (:class:`~idemproxy.store.protocols.Safety`), kept
+in the process: nothing of it survives the process, and nothing empties it under a running one.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Callable
 
 from idemproxy.store.journal import AuditEntry
@@ -16,6 +17,7 @@ from idemproxy.store.safety import (
     MarkerCheck,
     acknowledged,
     acknowledgement_entry,
+    fresh_id,
     loss_entry,
     marked_entry,
     next_check,
@@ -28,13 +30,7 @@ MEMORY_DURABILITY = Durability(
 )
 
 
-def fresh_id() -> str:
-    return uuid.uuid4().hex
-
-
-class MemoryMarker:
-    """What the memory store keeps of its marker; nothing of it survives the process."""
-
+class MemorySafety:
     def __init__(self, clock_ms: Callable[[], int]) -> None:
         self._clock_ms = clock_ms
         self._marker: Marker | None = None
@@ -42,7 +38,10 @@ class MemoryMarker:
         self._log: list[AuditEntry] = []
         self._next_entry = 0
 
-    def check(self, seen: Marker | None) -> MarkerCheck:
+    async def durability(self) -> Durability:
+        return MEMORY_DURABILITY
+
+    async def check_marker(self, seen: Marker | None) -> MarkerCheck:
         now_ms = self._clock_ms()
         found = next_check(self._marker, self._loss, bool(self._log), seen, now_ms, fresh_id())
         if found.detected and found.loss is not None:
@@ -54,7 +53,10 @@ class MemoryMarker:
                 self._append(marked_entry(found.marker), now_ms)
         return found
 
-    def record_loss(self, kind: LossKind, detail: str) -> Loss:
+    def expect_marker(self, marker: Marker | None) -> None:
+        return None  # nothing here is emptied under an open store: the checks see the file go
+
+    async def record_loss(self, kind: LossKind, detail: str) -> Loss:
         if self._loss is None:
             now_ms = self._clock_ms()
             epochs = (self._marker.epoch,) if self._marker is not None else ()
@@ -62,7 +64,7 @@ class MemoryMarker:
             self._append(loss_entry(self._loss), now_ms)
         return self._loss
 
-    def acknowledge(self, loss_id: str, actor: str, note: str) -> Marker | None:
+    async def acknowledge_loss(self, loss_id: str, actor: str, note: str) -> Marker | None:
         loss = self._loss
         if loss is None or loss.loss_id != loss_id:
             return None
@@ -72,7 +74,7 @@ class MemoryMarker:
         self._append(acknowledgement_entry(actor, note, loss, self._marker), now_ms)
         return self._marker
 
-    def read_log(self, limit: int) -> list[AuditEntry]:
+    async def read_store_log(self, limit: int = 100) -> list[AuditEntry]:
         return self._log[-limit:] if limit > 0 else []
 
     def _append(self, entry: AuditEntry, now_ms: int) -> None:

@@ -1,31 +1,31 @@
-"""The one seam between the proxy and its durable state.
+"""The seams between the store and its users: one small protocol per concern.
 
-Every backend (Redis, SQLite, memory) implements :class:`Store` with the same semantics, and the
-contract suite in ``tests/store`` holds each to them. Backends translate their own errors at the
-boundary into this tree, chained with ``from``::
+Every backend (Redis, SQLite, memory) implements all of them, as :class:`Store`, with the same
+semantics, and one contract suite per protocol in ``tests/store`` holds each backend to them::
 
-    StoreError
-     +-- StoreUnavailable      the store cannot be reached or did not answer in time
-     +-- StoreCorrupt          a record could not be decoded (never silently dropped)
-     +-- StoreNotFound         a store that must already exist (the CLI's) is not there
-     +-- InvalidStoreURL       a store URL that names no backend or is malformed
+    RecordStore   test_contract.py                          claim, settle, resolve, renew, read
+    Journal       test_journal_contract.py                  events, cursors, audit, archives
+    Control       test_control_contract.py, test_worklist_contract.py   pauses, agent listings
+    Safety        test_safety_contract.py                   durability, the marker, losses
+
+A user asks for the part it uses: the proxy's effects a :class:`RecordStore`, the store guard
+:class:`Safety`, the ledger and the factory the whole :class:`Store`. Errors are those of
+:mod:`idemproxy.store.errors`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Protocol
 
-from idemproxy.store.control import AgentControl, Pause
-from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
+from idemproxy.store.control import AgentControl, PauseRequest
+from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
 from idemproxy.store.records import (
     ClaimRequest,
     ClaimResult,
     EffectEvent,
     EffectRecord,
     RecordKey,
-    RecordState,
-    Resolution,
+    ResolveRequest,
     ResolveResult,
     Settlement,
 )
@@ -33,32 +33,12 @@ from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerChe
 from idemproxy.store.work import Forgotten, Work
 
 
-class StoreError(Exception):
-    """Base of every error a store raises."""
+class RecordStore(Protocol):
+    """Effect records: claim a key for one attempt, settle its outcome, resolve an unknown one.
 
-
-class StoreUnavailable(StoreError):
-    """The store is down or unreachable; callers fail closed on effectful routes."""
-
-
-class StoreCorrupt(StoreError):
-    """A stored record or event could not be decoded."""
-
-
-class StoreNotFound(StoreError):
-    """No store where one must already be: only ``idemproxy serve`` makes a store, so a
-    command that reads or settles records refuses a path a proxy never used (a typo)."""
-
-
-class InvalidStoreURL(StoreError, ValueError):
-    """A store URL that cannot be opened; the message says what a valid one looks like."""
-
-
-class Store(Protocol):
-    """Durable effect records, each change paired atomically with an outbox event.
-
-    Time-based decisions (lease expiry) use the store's own clock where it has one, so that
-    several proxies sharing a store agree on them.
+    Each change is paired atomically with an outbox event (:class:`Journal`). Time-based
+    decisions (lease expiry) use the store's own clock where it has one, so that several
+    proxies sharing a store agree on them. The proxy's effects need this alone.
     """
 
     backend: str
@@ -97,14 +77,7 @@ class Store(Protocol):
         """
         ...
 
-    async def resolve(
-        self,
-        key: RecordKey,
-        expected: RecordState,
-        resolution: Resolution,
-        audit: AuditEntry | None = None,
-        fence: int | None = None,
-    ) -> ResolveResult:
+    async def resolve(self, request: ResolveRequest) -> ResolveResult:
         """Compare-and-set: move the record from ``expected`` to ``resolution.state``.
 
         Refused (``resolved=False``, nothing changed) when there is no record, its state is
@@ -131,6 +104,23 @@ class Store(Protocol):
         """Every live record claimed under ``batch`` (``meta.batch``), oldest first."""
         ...
 
+    async def sweep_expired(self, agent: str, limit: int = 100) -> list[EffectRecord]:
+        """Turn ``in_flight`` records whose lease ran out ``unknown``, as a claim would.
+
+        Each emits ``effect.unknown`` and joins the review queue, so a proxy that died holding a
+        request shows up there without waiting for the agent to repeat it. Returns them.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Release connections and file handles."""
+        ...
+
+
+class Journal(Protocol):
+    """What the ledger keeps beside the records, per agent: the outbox of events, its delivery
+    cursors, the audit log and the archives of cleared batches."""
+
     async def read_events(
         self, agent: str, after: str | None = None, limit: int = 100
     ) -> list[EffectEvent]:
@@ -139,36 +129,6 @@ class Store(Protocol):
 
     async def count_events(self, agent: str, after: str | None = None, cap: int = 10_000) -> int:
         """How many events of the agent come after ``after``, counting no further than ``cap``."""
-        ...
-
-    async def list_agents(self) -> list[str]:
-        """Every agent the store holds records, events or audit entries of, sorted.
-
-        An agent whose last record just expired may stay listed until the store purges it.
-        The Redis store lists no more than its registry's cap, the agents seen most recently.
-        """
-        ...
-
-    async def list_busy_agents(self, work: Work) -> list[str]:
-        """The agents on the worklist of ``work`` (:mod:`idemproxy.store.work`), sorted.
-
-        Every agent that has such work is listed. One with none left stays listed until
-        :meth:`forget_agents` drops it, which the Redis store does only once no proxy has
-        listed the agent for its listing grace.
-        """
-        ...
-
-    async def forget_agents(self) -> Forgotten:
-        """Drop idle agents from the worklists, and agents past the registry's retention or
-        cap from :meth:`list_agents` (never their records). The sweep runs it every pass."""
-        ...
-
-    async def sweep_expired(self, agent: str, limit: int = 100) -> list[EffectRecord]:
-        """Turn ``in_flight`` records whose lease ran out ``unknown``, as a claim would.
-
-        Each emits ``effect.unknown`` and joins the review queue, so a proxy that died holding a
-        request shows up there without waiting for the agent to repeat it. Returns them.
-        """
         ...
 
     async def read_cursor(self, agent: str) -> DeliveryCursor:
@@ -193,14 +153,7 @@ class Store(Protocol):
         """The agent's newest ``limit`` audit entries, oldest first."""
         ...
 
-    async def clear_batch(
-        self,
-        agent: str,
-        batch: str,
-        freed: Sequence[FreedRecord],
-        archive: bytes | None,
-        audit: AuditEntry,
-    ) -> list[str]:
+    async def clear_batch(self, request: ClearRequest) -> list[str]:
         """In one step: delete each listed record that is still ``not_applied`` at its fence,
         keep ``archive`` (if given) as the batch's archive, and append ``audit``.
 
@@ -212,18 +165,16 @@ class Store(Protocol):
         """The archive kept by :meth:`clear_batch` for the batch, if any."""
         ...
 
+
+class Control(Protocol):
+    """Per agent: the pause and the failure streak that pauses it (store/control.py), and the
+    listings of agents the background loops visit (store/work.py)."""
+
     async def read_control(self, agent: str) -> AgentControl:
         """The agent's pause, failure streak and snapshot; a fresh one if none was written."""
         ...
 
-    async def write_pause(
-        self,
-        agent: str,
-        version: int,
-        pause: Pause | None,
-        audit: AuditEntry,
-        reset_failures: bool = False,
-    ) -> AgentControl | None:
+    async def write_pause(self, request: PauseRequest) -> AgentControl | None:
         """Compare-and-set: set the agent's pause (stamped with the store's time), or clear it
         (None), if its control is still at ``version``; ``reset_failures`` also empties the
         streak and the snapshot. ``audit`` is appended in the same step.
@@ -231,6 +182,34 @@ class Store(Protocol):
         Returns the control as written, or None when it changed meanwhile (nothing changed).
         """
         ...
+
+    async def list_agents(self) -> list[str]:
+        """Every agent the store holds records, events or audit entries of, sorted.
+
+        An agent whose last record just expired may stay listed until the store purges it.
+        The Redis store lists no more than its registry's cap, the agents seen most recently.
+        """
+        ...
+
+    async def list_busy_agents(self, work: Work) -> list[str]:
+        """The agents on the worklist of ``work`` (:mod:`idemproxy.store.work`), sorted.
+
+        Every agent that has such work is listed. One with none left stays listed until
+        :meth:`forget_agents` drops it, which the Redis store does only once no proxy has
+        listed the agent for its listing grace.
+        """
+        ...
+
+    async def forget_agents(self) -> Forgotten:
+        """Drop idle agents from the worklists, and agents past the registry's retention or
+        cap from :meth:`list_agents` (never their records). The sweep runs it every pass."""
+        ...
+
+
+class Safety(Protocol):
+    """Store-wide, not per agent: whether the store can lose records and whether it has
+    (store/safety.py). Its own protocol because it has its own consumer (the store guard,
+    which needs nothing else) and no agent: on Redis Cluster it lives in a slot of its own."""
 
     async def durability(self) -> Durability:
         """What the store says of its own ability to keep records: whether it may evict them
@@ -276,6 +255,6 @@ class Store(Protocol):
         losses found and acknowledged. Its entries carry no agent."""
         ...
 
-    async def close(self) -> None:
-        """Release connections and file handles."""
-        ...
+
+class Store(RecordStore, Journal, Control, Safety, Protocol):
+    """Every part at once: what a backend implements, the factory opens and the ledger uses."""

@@ -5,9 +5,13 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from idemproxy.store import sqlite_journal, sqlite_schema
+import pytest
+
 from idemproxy.store.records import RecordKey, RecordState, Settlement
-from idemproxy.store.sqlite_store import SQLiteStore
+from idemproxy.store.sqlite import SQLiteStore
+from idemproxy.store.sqlite import journal as sqlite_journal
+from idemproxy.store.sqlite import rows as sqlite_rows
+from idemproxy.store.sqlite import schema as sqlite_schema
 from tests.store.test_contract import claim_request, fence_of
 
 V1_RECORDS = sqlite_schema._TABLES[0]  # the records table as schema 1 wrote it
@@ -48,7 +52,16 @@ async def test_the_purge_drops_agents_with_nothing_left(tmp_path: Path) -> None:
 
     db = sqlite_schema.connect(tmp_path / "effects.db", 1000)
     later_ms = 2**42  # long after every record here could have expired
-    sqlite_schema.purge(db, later_ms, retention_ms=1)  # expired records and every event gone
+    sqlite_rows.purge(db, later_ms, retention_ms=1)  # expired records and every event gone
     sqlite_journal.purge(db, later_ms, 10**15, 10**15)
     assert sqlite_journal.list_agents(db) == ["kept"]  # its held record keeps it listed
     db.close()
+
+
+async def test_an_event_id_from_elsewhere_is_rejected(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "effects.db")
+    try:
+        with pytest.raises(ValueError, match="event id"):
+            await store.read_events("agent", after="1700000000000-0")
+    finally:
+        await store.close()

@@ -11,20 +11,22 @@ import sqlite3
 
 import orjson
 
-from idemproxy.store import sqlite_journal as journal
-from idemproxy.store import sqlite_worklist
-from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.control import (
     AgentControl,
     FailedAttempt,
     Pause,
     PauseOrigin,
+    PauseRequest,
     auto_pause_audit,
     counted,
+    written_pause,
 )
+from idemproxy.store.errors import StoreCorrupt
 from idemproxy.store.records import RecordKey, Settlement
 from idemproxy.store.retention import CONTROL_RETENTION_S
-from idemproxy.store.work import Work
+from idemproxy.store.sqlite import journal, worklist
+from idemproxy.store.sqlite.file import SQLiteFile
+from idemproxy.store.work import Forgotten, Work
 
 TABLES = (
     """CREATE TABLE IF NOT EXISTS controls (
@@ -61,7 +63,7 @@ def save(db: sqlite3.Connection, agent: str, control: AgentControl, now_ms: int)
     """Write the agent's control; a paused agent goes on the sweep's worklist, to be counted."""
     pause = control.pause
     if pause is not None:
-        sqlite_worklist.add(db, agent, Work.REVIEW)
+        worklist.add(db, agent, Work.REVIEW)
     db.execute(
         "INSERT OR REPLACE INTO controls (agent, paused, reason, actor, since_ms, streak,"
         " snapshot, version, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -98,3 +100,36 @@ def count(
 def purge(db: sqlite3.Connection, now_ms: int) -> None:
     """Forget the controls of agents untouched for as long as their audit log is kept."""
     db.execute("DELETE FROM controls WHERE updated_ms < ?", (now_ms - CONTROL_RETENTION_S * 1000,))
+
+
+class SQLiteControl:
+    """The :class:`~idemproxy.store.protocols.Control` on the controls table and worklists."""
+
+    def __init__(self, file: SQLiteFile) -> None:
+        self._file = file
+
+    async def read_control(self, agent: str) -> AgentControl:
+        return await self._file.run(lambda db: load(db, agent))
+
+    async def write_pause(self, request: PauseRequest) -> AgentControl | None:
+        def write(db: sqlite3.Connection, now_ms: int) -> AgentControl | None:
+            current = load(db, request.agent)
+            if current.version != request.version:
+                return None
+            written = written_pause(current, request, now_ms)
+            save(db, request.agent, written, now_ms)
+            journal.append_audit(db, request.audit, now_ms)
+            return written
+
+        return await self._file.write(write)
+
+    async def list_agents(self) -> list[str]:
+        return await self._file.run(journal.list_agents)
+
+    async def list_busy_agents(self, work: Work) -> list[str]:
+        return await self._file.run(lambda db: worklist.list_busy(db, work))
+
+    async def forget_agents(self) -> Forgotten:
+        return await self._file.write(
+            lambda db, now_ms: Forgotten(idle=worklist.forget_idle(db, now_ms))
+        )

@@ -11,7 +11,7 @@ import pytest
 
 from idemproxy.store.records import RecordKey
 from idemproxy.store.safety import LossKind
-from idemproxy.store.sqlite_store import SQLiteStore
+from idemproxy.store.sqlite import SQLiteStore
 from tests.store.test_contract import claim_request, completed
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from idemproxy.store import sqlite_control
 from idemproxy.store.clock import wall_ms
 from idemproxy.store.control import AgentControl
 from idemproxy.store.records import RecordKey, RecordState, Settlement
 from idemproxy.store.retention import CONTROL_RETENTION_S
-from idemproxy.store.sqlite_store import SQLiteStore
+from idemproxy.store.sqlite import SQLiteStore
+from idemproxy.store.sqlite import control as sqlite_control
 from tests.store.test_control_contract import LIMIT, attempt
 
 

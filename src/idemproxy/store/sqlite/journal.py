@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
-from collections.abc import Sequence
 
-from idemproxy.store import sqlite_worklist
-from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
+from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
+from idemproxy.store.records import EffectEvent
+from idemproxy.store.sqlite import rows, worklist
+from idemproxy.store.sqlite.file import SQLiteFile
 from idemproxy.store.work import Work
 
 TABLES = (
@@ -140,7 +141,7 @@ def register(db: sqlite3.Connection, agent: str) -> None:
     """List the agent and put it on the worklists (a no-op where it is listed), in the
     transaction of its claim."""
     db.execute("INSERT OR IGNORE INTO agents (agent) VALUES (?)", (agent,))
-    sqlite_worklist.add(db, agent, Work.REVIEW, Work.DELIVERY)
+    worklist.add(db, agent, Work.REVIEW, Work.DELIVERY)
 
 
 def backfill(db: sqlite3.Connection) -> None:
@@ -155,12 +156,11 @@ def list_agents(db: sqlite3.Connection) -> list[str]:
     return [row["agent"] for row in db.execute("SELECT agent FROM agents ORDER BY agent")]
 
 
-def delete_freed(
-    db: sqlite3.Connection, agent: str, batch: str, freed: Sequence[FreedRecord], now_ms: int
-) -> list[str]:
+def delete_cleared(db: sqlite3.Connection, request: ClearRequest, now_ms: int) -> list[str]:
     """Delete each listed record of the batch that is still ``not_applied`` at its fence."""
+    agent, batch = request.agent, request.batch
     deleted = []
-    for item in freed:
+    for item in request.records:
         cursor = db.execute(
             "DELETE FROM records WHERE agent = ? AND effect_id = ? AND batch = ?"
             " AND state = 'not_applied' AND fence = ? AND expires_ms > ?",
@@ -183,3 +183,68 @@ def purge(
         " AND NOT EXISTS (SELECT 1 FROM events WHERE agent = agents.agent)"
         " AND NOT EXISTS (SELECT 1 FROM audit WHERE agent = agents.agent)"
     )
+
+
+class SQLiteJournal:
+    """The :class:`~idemproxy.store.protocols.Journal` on these tables and the outbox."""
+
+    def __init__(self, file: SQLiteFile) -> None:
+        self._file = file
+
+    async def read_events(
+        self, agent: str, after: str | None = None, limit: int = 100
+    ) -> list[EffectEvent]:
+        after_id = _event_id(after)
+        return await self._file.run(lambda db: rows.read_events(db, agent, after_id, max(limit, 0)))
+
+    async def count_events(self, agent: str, after: str | None = None, cap: int = 10_000) -> int:
+        after_id = _event_id(after)
+        sql = "SELECT COUNT(*) FROM (SELECT 1 FROM events WHERE agent = ? AND id > ? LIMIT ?)"
+        return await self._file.run(
+            lambda db: int(db.execute(sql, (agent, after_id, max(cap, 0))).fetchone()[0])
+        )
+
+    async def read_cursor(self, agent: str) -> DeliveryCursor:
+        return await self._file.run(lambda db: read_cursor(db, agent))
+
+    async def write_cursor(
+        self, agent: str, cursor: DeliveryCursor, audit: AuditEntry | None = None
+    ) -> DeliveryCursor | None:
+        def write(db: sqlite3.Connection, now_ms: int) -> DeliveryCursor | None:
+            if read_cursor(db, agent).version != cursor.version:
+                return None
+            written = dataclasses.replace(cursor, version=cursor.version + 1)
+            write_cursor(db, agent, written)
+            if audit is not None:
+                append_audit(db, audit, now_ms)
+            return written
+
+        return await self._file.write(write)
+
+    async def append_audit(self, entry: AuditEntry) -> AuditEntry:
+        return await self._file.write(lambda db, now_ms: append_audit(db, entry, now_ms))
+
+    async def read_audit(self, agent: str, limit: int = 100) -> list[AuditEntry]:
+        return await self._file.run(lambda db: read_audit(db, agent, max(limit, 0)))
+
+    async def clear_batch(self, request: ClearRequest) -> list[str]:
+        def clear(db: sqlite3.Connection, now_ms: int) -> list[str]:
+            cleared = delete_cleared(db, request, now_ms)
+            if request.archive is not None:
+                save_archive(db, request.agent, request.batch, request.archive, now_ms)
+            append_audit(db, request.audit, now_ms)
+            return cleared
+
+        return await self._file.write(clear)
+
+    async def read_archive(self, agent: str, batch: str) -> bytes | None:
+        return await self._file.run(lambda db: read_archive(db, agent, batch))
+
+
+def _event_id(after: str | None) -> int:
+    """The row id an event id of this store stands for (0: before the first)."""
+    if after is None:
+        return 0
+    if not (after.isascii() and after.isdigit()):
+        raise ValueError(f"not an event id of the sqlite store: {after!r}")
+    return int(after)

@@ -1,0 +1,78 @@
+"""What the memory store keeps, shared by its parts: plain dicts in the process."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from idemproxy.store.control import AgentControl
+from idemproxy.store.journal import AuditEntry, DeliveryCursor
+from idemproxy.store.records import EffectEvent, EffectRecord, EventType, RecordKey
+
+
+class MemoryTables:
+    """The memory store's state; every part reads and writes it under the event loop, so each
+    call is atomic without a lock (none awaits in the middle of a change)."""
+
+    def __init__(self, clock_ms: Callable[[], int]) -> None:
+        self.clock_ms = clock_ms
+        self.records: dict[RecordKey, tuple[EffectRecord, int]] = {}  # record, expires_ms
+        self.events: dict[str, list[EffectEvent]] = {}
+        self.cursors: dict[str, DeliveryCursor] = {}
+        self.audit: dict[str, list[AuditEntry]] = {}
+        self.archives: dict[tuple[str, str], bytes] = {}
+        self.controls: dict[str, AgentControl] = {}
+        self.fences: dict[str, int] = {}  # the last fence handed out, per agent
+        self._next_id = 0  # of events and audit entries, which order together
+
+    def live(self, key: RecordKey, now_ms: int) -> EffectRecord | None:
+        """The record at ``key``, dropped once its TTL has passed."""
+        entry = self.records.get(key)
+        if entry is None:
+            return None
+        record, expires_ms = entry
+        if expires_ms <= now_ms:
+            del self.records[key]
+            return None
+        return record
+
+    def live_records(self, agent: str, now_ms: int) -> list[EffectRecord]:
+        """The agent's records that have not expired, in no order."""
+        return [
+            record
+            for key in list(self.records)
+            if key.agent == agent and (record := self.live(key, now_ms)) is not None
+        ]
+
+    def next_fence(self, agent: str, above: int) -> int:
+        """A fence above every fence the agent's keys ever had, expired records' included."""
+        fence = self.fences[agent] = max(self.fences.get(agent, 0), above) + 1
+        return fence
+
+    def control(self, agent: str) -> AgentControl:
+        return self.controls.get(agent, AgentControl())
+
+    def emit(self, record: EffectRecord, type_: EventType, now_ms: int) -> None:
+        """Append the record's current state to its agent's outbox."""
+        response = record.response
+        event = EffectEvent(
+            event_id=self._new_id(),
+            type=type_,
+            key=record.key,
+            meta=record.meta,
+            status=response.status if response else 0,
+            external_id=record.external_id,
+            reason=record.reason,
+            ts_ms=now_ms,
+            state=record.state.value,
+        )
+        self.events.setdefault(record.key.agent, []).append(event)
+
+    def append_audit(self, entry: AuditEntry, now_ms: int) -> AuditEntry:
+        entry = dataclasses.replace(entry, ts_ms=now_ms, entry_id=self._new_id())
+        self.audit.setdefault(entry.agent, []).append(entry)
+        return entry
+
+    def _new_id(self) -> str:
+        self._next_id += 1
+        return f"{self._next_id:020d}"
