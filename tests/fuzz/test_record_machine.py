@@ -38,7 +38,7 @@ from idemproxy.store.records import (
     Settlement,
     StoredResponse,
 )
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis.store import RedisStore
 from idemproxy.store.sqlite_store import SQLiteStore
 from tests.store.conftest import REDIS_URL, delete_keys
 

@@ -10,7 +10,7 @@ import pytest
 from idemproxy.store.base import InvalidStoreURL, Store, StoreNotFound, StoreUnavailable
 from idemproxy.store.factory import open_store, store_location
 from idemproxy.store.memory import MemoryStore
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis.store import RedisStore
 from idemproxy.store.sqlite_store import SQLiteStore
 from tests.store.conftest import free_port
 

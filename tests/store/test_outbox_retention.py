@@ -19,7 +19,7 @@ import pytest
 from idemproxy.store.base import Store
 from idemproxy.store.journal import DeliveryCursor
 from idemproxy.store.records import RecordKey, RecordState, Settlement
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis.store import RedisStore
 from idemproxy.store.sqlite_store import SQLiteStore
 from tests.store.conftest import REDIS_URL, delete_keys
 from tests.store.test_contract import claim_request

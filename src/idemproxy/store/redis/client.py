@@ -9,7 +9,7 @@
 Building a client opens no connection, so a Redis that is down at start-up is found out by the
 first call and reported as unavailable, not as a bad URL.
 
-A single node over plain TCP also gets a :class:`~idemproxy.store.redis_pipeline.PipelinedRedis`
+A single node over plain TCP also gets a :class:`~idemproxy.store.redis.pipeline.PipelinedRedis`
 for the store's hot path (claims and settles). TLS does not: redis-py takes a dozen TLS options
 in the URL, and one implementation of them is enough; such a store runs every command through
 redis-py, only more slowly.
@@ -30,8 +30,8 @@ from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ConstantBackoff
 from redis.exceptions import ConnectionError
 
-from idemproxy.store import redis_connection
-from idemproxy.store.redis_pipeline import Endpoint, PipelinedRedis
+from idemproxy.store.redis import connection as redis_connection
+from idemproxy.store.redis.pipeline import Endpoint, PipelinedRedis
 
 CONNECT_TIMEOUT_S = 1.0
 OPERATION_TIMEOUT_S = 2.0

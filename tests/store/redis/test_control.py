@@ -5,13 +5,13 @@ from __future__ import annotations
 import fakeredis
 from redis.crc import key_slot
 
-from idemproxy.store import layout
 from idemproxy.store.records import RecordKey, RecordState, Settlement
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis import keys as layout
+from idemproxy.store.redis.store import RedisStore
 from idemproxy.store.retention import CONTROL_RETENTION_S
+from tests.store.redis.test_store import CountingRedis
 from tests.store.test_contract import claim_request, completed
 from tests.store.test_control_contract import LIMIT, attempt
-from tests.store.test_redis_store import CountingRedis
 
 AGENT = "agent{with}:braces"
 

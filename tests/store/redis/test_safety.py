@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 
 from idemproxy.store.base import StoreUnavailable
 from idemproxy.store.records import RecordKey
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis.store import RedisStore
 from idemproxy.store.safety import LossKind
 from tests.store.conftest import RedisServer, free_port
 from tests.store.test_contract import claim_request, completed

@@ -1,8 +1,8 @@
-"""Redis backend: one Lua script per state change, keys laid out in :mod:`.layout`.
+"""Redis backend: one Lua script per state change, keys laid out in :mod:`.keys`.
 
 A claim, a settle and a renew are one round trip each; a claim that finds a completed record
 returns it, body included, in that same round trip. Those calls of the hot path go over one
-pipelined connection where the URL allows (:mod:`.redis_pipeline`), everything else through
+pipelined connection where the URL allows (:mod:`.pipeline`), everything else through
 redis-py. With ``wait_replicas`` in the URL a claim also waits for replicas to have it
 (:mod:`.replicas`), on the claim's connection and in its round trip. Connections are opened
 lazily, time out fast (a dead Redis is reported in a second or two, not after a long retry
@@ -17,7 +17,6 @@ from typing import Any, Protocol
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from idemproxy.store import layout, redis_client, redis_durability, redis_scripts, replicas
 from idemproxy.store.base import InvalidStoreURL, StoreCorrupt, StoreUnavailable
 from idemproxy.store.clock import wall_ms
 from idemproxy.store.journal import AuditEntry
@@ -35,14 +34,19 @@ from idemproxy.store.records import (
     Settlement,
     StoredResponse,
 )
-from idemproxy.store.redis_agents import LISTING_GRACE_S, REGISTRY_CAP, RedisAgents
-from idemproxy.store.redis_control import RedisControl, control_keys, decode_pause, settle_args
-from idemproxy.store.redis_errors import translated as _translated
-from idemproxy.store.redis_journal import STREAM_ID, audit_args
-from idemproxy.store.redis_pipeline import PipelinedRedis, PipelinedScript
-from idemproxy.store.redis_safety import RedisMarker
-from idemproxy.store.redis_wait import WaitedScript, waited_script
-from idemproxy.store.replicas import ReplicaWait
+from idemproxy.store.redis import client as redis_client
+from idemproxy.store.redis import durability as redis_durability
+from idemproxy.store.redis import keys as layout
+from idemproxy.store.redis import replicas
+from idemproxy.store.redis import scripts as redis_scripts
+from idemproxy.store.redis.agents import LISTING_GRACE_S, REGISTRY_CAP, RedisAgents
+from idemproxy.store.redis.control import RedisControl, control_keys, decode_pause, settle_args
+from idemproxy.store.redis.errors import translated as _translated
+from idemproxy.store.redis.journal import STREAM_ID, audit_args
+from idemproxy.store.redis.pipeline import PipelinedRedis, PipelinedScript
+from idemproxy.store.redis.replicas import ReplicaWait
+from idemproxy.store.redis.safety import RedisMarker
+from idemproxy.store.redis.wait import WaitedScript, waited_script
 from idemproxy.store.retention import EVENT_RETENTION_S
 from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerCheck
 
@@ -82,7 +86,7 @@ class RedisStore(RedisControl):
 
         With ``pipeline`` (to the same server) claims, settles, renewals, resolutions and record
         reads go over it instead. With ``replica_wait`` each claim waits for replicas to have it.
-        ``listing_grace_s`` and ``registry_cap``: see :mod:`.redis_agents`.
+        ``listing_grace_s`` and ``registry_cap``: see :mod:`.agents`.
         """
         self._client = client
         self._extra_clients = tuple(extra_clients)

@@ -26,8 +26,8 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import MovedError, NoScriptError
 
-from idemproxy.store.redis_pipeline import PipelinedRedis, PipelinedScript
-from idemproxy.store.replicas import ReplicaWait
+from idemproxy.store.redis.pipeline import PipelinedRedis, PipelinedScript
+from idemproxy.store.redis.replicas import ReplicaWait
 
 ScriptArg = str | int | bytes
 
@@ -107,7 +107,7 @@ class _ClusterWaited(_PooledWaited):
         self, command: str, script: str, keys: Sequence[str], args: Sequence[ScriptArg]
     ) -> list[Any]:
         await self._client.initialize()  # at once when it already knows the slots
-        # Every key of a script is in the agent's slot (store/layout.py).
+        # Every key of a script is in the agent's slot (store/redis/keys.py).
         node = self._client.get_node_from_key(keys[0])
         pipe = self._client.pipeline()
         pipe.execute_command(command, script, len(keys), *keys, *args, target_nodes=node)

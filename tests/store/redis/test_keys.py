@@ -7,8 +7,8 @@ from urllib.parse import quote
 from hypothesis import given
 from hypothesis import strategies as st
 
-from idemproxy.store import layout
 from idemproxy.store.records import RecordKey
+from idemproxy.store.redis import keys as layout
 
 # Ids are text (the proxy admits only visible ASCII); key names must hold up to any of it.
 ANY_TEXT = st.text(st.characters(codec="utf-8"))

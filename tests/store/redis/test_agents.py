@@ -10,11 +10,12 @@ import time
 import fakeredis
 import pytest
 
-from idemproxy.store import layout, redis_agents
 from idemproxy.store.base import StoreUnavailable
 from idemproxy.store.journal import DeliveryCursor
 from idemproxy.store.records import RecordKey
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis import agents as redis_agents
+from idemproxy.store.redis import keys as layout
+from idemproxy.store.redis.store import RedisStore
 from idemproxy.store.work import Work
 from tests.store.test_contract import claim_request, completed
 

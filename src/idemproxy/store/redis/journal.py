@@ -1,7 +1,7 @@
 """The ledger's part of the Redis store: agents, delivery cursors, the audit log, archives.
 
-Keys are those of :mod:`.layout`; every script touches one agent's slot. :class:`RedisJournal`
-is a base of :class:`~idemproxy.store.redis_store.RedisStore`, which adds the records.
+Keys are those of :mod:`.keys`; every script touches one agent's slot. :class:`RedisJournal`
+is a base of :class:`~idemproxy.store.redis.store.RedisStore`, which adds the records.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from idemproxy.store import layout, redis_scripts
 from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.clock import wall_ms
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 from idemproxy.store.records import RecordKey
-from idemproxy.store.redis_agents import RedisAgents
-from idemproxy.store.redis_errors import translated
+from idemproxy.store.redis import keys as layout
+from idemproxy.store.redis import scripts as redis_scripts
+from idemproxy.store.redis.agents import RedisAgents
+from idemproxy.store.redis.errors import translated
 from idemproxy.store.retention import ARCHIVE_RETENTION_S, AUDIT_RETENTION_S
 from idemproxy.store.work import Forgotten, Work
 
@@ -39,7 +40,7 @@ _CURSOR_FIELDS = {
 
 class RedisJournal:
     """The :class:`~idemproxy.store.base.Store` operations on cursors, audit entries, archives
-    and the agent lists (:mod:`.redis_agents`)."""
+    and the agent lists (:mod:`.agents`)."""
 
     def __init__(
         self, client: Redis | RedisCluster, retention_ms: int, agents: RedisAgents

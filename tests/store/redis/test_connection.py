@@ -16,8 +16,8 @@ from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
 from redis.exceptions import DataError, TimeoutError
 
-from idemproxy.store.redis_client import clients_from_url
-from idemproxy.store.redis_connection import CheaperConnection, CheaperSSLConnection, cheaper
+from idemproxy.store.redis.client import clients_from_url
+from idemproxy.store.redis.connection import CheaperConnection, CheaperSSLConnection, cheaper
 from tests.store.conftest import RedisServer
 
 ARGUMENTS = st.one_of(

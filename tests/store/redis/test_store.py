@@ -12,10 +12,10 @@ import fakeredis
 import pytest
 from redis.crc import key_slot
 
-from idemproxy.store import layout
 from idemproxy.store.base import StoreCorrupt, StoreUnavailable
 from idemproxy.store.records import RecordKey, RecordState
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis import keys as layout
+from idemproxy.store.redis.store import RedisStore
 from tests.store.conftest import RedisServer, free_port
 from tests.store.test_contract import HOSTILE_SUFFIXES, claim_request, completed, fence_of
 from tests.support.cluster import create_cluster

@@ -1,7 +1,7 @@
 """The Redis store's marker (store/safety.py).
 
 The marker, the standing loss and the store's log are the three keys of the tag
-``{idem:store}`` (:mod:`.layout`), so each script below touches one slot. The decision is
+``{idem:store}`` (:mod:`.keys`), so each script below touches one slot. The decision is
 :func:`~idemproxy.store.safety.next_check`, the same as the other backends', made in Python
 between two scripts: one reads the three keys at once, the other writes the outcome only if
 the marker and the loss are still as read (compare-and-set), else the check reads again.
@@ -19,12 +19,12 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from idemproxy.store import layout
 from idemproxy.store.base import StoreCorrupt, StoreUnavailable
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.memory_safety import fresh_id
-from idemproxy.store.redis_errors import translated
-from idemproxy.store.redis_journal import decode_audit
+from idemproxy.store.redis import keys as layout
+from idemproxy.store.redis.errors import translated
+from idemproxy.store.redis.journal import decode_audit
 from idemproxy.store.safety import (
     LOG_LIMIT,
     Loss,
@@ -94,7 +94,7 @@ class _Stored:
 
 
 class RedisMarker:
-    """The marker operations of :class:`~idemproxy.store.redis_store.RedisStore`."""
+    """The marker operations of :class:`~idemproxy.store.redis.store.RedisStore`."""
 
     def __init__(self, client: Redis | RedisCluster) -> None:
         self._client = client

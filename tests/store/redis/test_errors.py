@@ -9,7 +9,7 @@ import uvloop
 from redis.asyncio import Connection
 
 from idemproxy.store.base import StoreUnavailable
-from idemproxy.store.redis_errors import translated
+from idemproxy.store.redis.errors import translated
 
 
 async def test_a_write_on_a_torn_down_connection_is_reported_unavailable() -> None:

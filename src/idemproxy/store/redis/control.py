@@ -1,7 +1,7 @@
 """The agent controls of the Redis store (store/control.py): reading and writing a pause.
 
 Counting failures happens inside the settle script and the pause check inside the claim script
-(:mod:`.redis_scripts`); the keys are those of :mod:`.layout`, all in the agent's slot.
+(:mod:`.scripts`); the keys are those of :mod:`.keys`, all in the agent's slot.
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from idemproxy.store import layout, redis_scripts
 from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.control import MAX_STREAK, AgentControl, FailedAttempt, Pause, PauseOrigin
 from idemproxy.store.journal import AuditEntry
-from idemproxy.store.redis_agents import RedisAgents
-from idemproxy.store.redis_errors import translated
-from idemproxy.store.redis_journal import RedisJournal, audit_args
+from idemproxy.store.redis import keys as layout
+from idemproxy.store.redis import scripts as redis_scripts
+from idemproxy.store.redis.agents import RedisAgents
+from idemproxy.store.redis.errors import translated
+from idemproxy.store.redis.journal import RedisJournal, audit_args
 from idemproxy.store.retention import CONTROL_RETENTION_S
 
 
@@ -34,7 +35,7 @@ def settle_args(limit: int, error: str | None, agent: str) -> list[str | int]:
 
 class RedisControl(RedisJournal):
     """:meth:`Store.read_control` and :meth:`Store.write_pause` on Redis; a base of
-    :class:`~idemproxy.store.redis_store.RedisStore`, which adds the records."""
+    :class:`~idemproxy.store.redis.store.RedisStore`, which adds the records."""
 
     def __init__(
         self, client: Redis | RedisCluster, retention_ms: int, agents: RedisAgents

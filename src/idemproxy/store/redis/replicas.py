@@ -16,7 +16,7 @@ answers that it has no such command, and every claim is refused with that answer
 The default is no wait (``wait_replicas=0``): a single Redis has no replica to wait for, and
 how many replicas a deployment can wait for while one of them is down is for it to say.
 Settles do not wait (docs/reliability.md says why). This module reads URLs only; the waiting
-itself is :mod:`idemproxy.store.redis_wait`.
+itself is :mod:`idemproxy.store.redis.wait`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Lua scripts of the Redis store's agent registry and worklists (:mod:`.redis_agents`).
+"""Lua scripts of the Redis store's agent registry and worklists (:mod:`.agents`).
 
 Each runs on keys of one slot: the worklists (tag ``{:agents}``), the registry, or one agent's
 keys. Worklist scores are Redis's own milliseconds, so every proxy agrees on how long ago an
-agent was listed. Key names are those of :mod:`idemproxy.store.layout`.
+agent was listed. Key names are those of :mod:`idemproxy.store.redis.keys`.
 """
 
 from __future__ import annotations

@@ -16,10 +16,10 @@ import pytest
 import redis
 from redis.asyncio import Redis
 
-from idemproxy.store.layout import record_key
 from idemproxy.store.records import RecordKey, RecordState, Unreplicated
-from idemproxy.store.redis_store import RedisStore
-from idemproxy.store.replicas import ReplicaWait
+from idemproxy.store.redis.keys import record_key
+from idemproxy.store.redis.replicas import ReplicaWait
+from idemproxy.store.redis.store import RedisStore
 from tests.store.test_contract import claim_request, completed
 from tests.support.cluster import LocalCluster
 from tests.support.replication import ReplicatedPair, replicated_pair

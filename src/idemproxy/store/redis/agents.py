@@ -26,9 +26,10 @@ from typing import Any, TypeVar
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from idemproxy.store import layout, redis_agent_scripts
 from idemproxy.store.clock import wall_ms
-from idemproxy.store.redis_pipeline import PipelinedRedis, PipelinedScript
+from idemproxy.store.redis import agent_scripts as redis_agent_scripts
+from idemproxy.store.redis import keys as layout
+from idemproxy.store.redis.pipeline import PipelinedRedis, PipelinedScript
 from idemproxy.store.retention import AUDIT_RETENTION_S
 from idemproxy.store.work import Forgotten, Work
 

@@ -22,11 +22,11 @@ from redis.exceptions import (
 
 from idemproxy.store.base import StoreUnavailable
 from idemproxy.store.records import ClaimRequest, EffectMeta, RecordKey
-from idemproxy.store.redis_client import clients_from_url
-from idemproxy.store.redis_pipeline import Endpoint, PipelinedRedis, PipelinedScript
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis.client import clients_from_url
+from idemproxy.store.redis.pipeline import Endpoint, PipelinedRedis, PipelinedScript
+from idemproxy.store.redis.store import RedisStore
 from tests.store.conftest import RedisServer, free_port
-from tests.store.test_redis_connection import freeze, stalled, thaw
+from tests.store.redis.test_connection import freeze, stalled, thaw
 
 __all__ = ["stalled"]  # the fixture, imported to be used here
 

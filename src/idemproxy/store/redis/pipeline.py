@@ -27,7 +27,7 @@ since it waits for every write the connection made before it.
 
 Errors are raised as redis-py's exception classes, so the store translates them as it does
 those of redis-py's own client. Used for single-node ``redis://`` URLs; TLS, Sentinel and
-Cluster go through redis-py alone (see :mod:`idemproxy.store.redis_client`).
+Cluster go through redis-py alone (see :mod:`idemproxy.store.redis.client`).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
-from idemproxy.store.redis_errors import translated
+from idemproxy.store.redis.errors import translated
 from idemproxy.store.safety import Durability
 
 Execute = Callable[..., Awaitable[Any]]

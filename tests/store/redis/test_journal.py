@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from idemproxy.store import layout
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 from idemproxy.store.records import RecordKey, RecordState, Resolution, Settlement
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis import keys as layout
+from idemproxy.store.redis.store import RedisStore
 from idemproxy.store.work import Work
 from tests.store.test_contract import SHORT_LEASE_MS, claim_request, fence_of
 from tests.support.cluster import LocalCluster

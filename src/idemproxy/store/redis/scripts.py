@@ -5,7 +5,7 @@ in or out of the review zset and appending its outbox event can never be seen ha
 no proxy can slip in between check and write. Times come from ``redis.call('TIME')`` rather than
 from the caller, so that every proxy sharing the server agrees on whether a lease has run out.
 Scripts are sent by EVALSHA (redis-py ``Script`` objects), so the source crosses the wire once
-per server. Key names and hash fields are those of :mod:`idemproxy.store.layout`.
+per server. Key names and hash fields are those of :mod:`idemproxy.store.redis.keys`.
 """
 
 from __future__ import annotations

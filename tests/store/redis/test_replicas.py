@@ -8,7 +8,7 @@ from redis.exceptions import ResponseError
 from idemproxy.store.base import InvalidStoreURL
 from idemproxy.store.factory import open_store
 from idemproxy.store.records import Unreplicated
-from idemproxy.store.replicas import ReplicaWait, failover_may_lose_claims, split_wait
+from idemproxy.store.redis.replicas import ReplicaWait, failover_may_lose_claims, split_wait
 
 SENTINEL = "redis+sentinel://127.0.0.1:26379/effects/0"
 

@@ -9,8 +9,8 @@ from redis.asyncio import Redis
 
 from idemproxy.store.base import StoreUnavailable
 from idemproxy.store.records import RecordKey
-from idemproxy.store.redis_client import POOL_CONNECTIONS, BoundedPool, client_options
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis.client import POOL_CONNECTIONS, BoundedPool, client_options
+from idemproxy.store.redis.store import RedisStore
 from tests.store.conftest import REDIS_URL, RedisServer, delete_keys
 from tests.store.test_contract import claim_request, completed
 
