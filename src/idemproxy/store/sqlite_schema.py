@@ -24,6 +24,7 @@ from typing import Any
 
 from idemproxy.store import clock, sqlite_control, sqlite_journal, sqlite_safety, sqlite_worklist
 from idemproxy.store.base import StoreCorrupt, StoreNotFound
+from idemproxy.store.headers import dump_headers, load_headers
 from idemproxy.store.records import (
     EffectEvent,
     EffectMeta,
@@ -33,7 +34,6 @@ from idemproxy.store.records import (
     RecordState,
     StoredResponse,
 )
-from idemproxy.store.redis.keys import dump_headers, load_headers
 from idemproxy.store.retention import FENCE_RETENTION_MS
 from idemproxy.store.work import Work
 

@@ -38,16 +38,14 @@ a key to another slot nor collide with another agent's keys. An empty agent is w
 lone ``%``, which no encoded string can be: an empty tag ``{}`` would make Redis Cluster hash
 the whole key name and scatter the agent's keys over several slots.
 
-Stored response headers (here and in the SQLite store) are an orjson list of ``[name, value]``
-pairs; see :func:`dump_headers`.
+Stored response headers are :mod:`idemproxy.store.headers`' orjson list of ``[name, value]``
+pairs, as in the SQLite store.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-
-import orjson
 
 from idemproxy.store.records import RecordKey
 from idemproxy.store.work import Work
@@ -176,31 +174,3 @@ SEEDED_KEY = f"{PREFIX}:{WORKLIST_TAG}:seeded"
 def worklist_key(work: Work) -> str:
     """The agents that may have ``work``, scored by when a proxy last listed them."""
     return f"{PREFIX}:{WORKLIST_TAG}:{work.value}"
-
-
-def dump_headers(headers: tuple[tuple[str, str], ...]) -> bytes:
-    """Serialize response headers so that any ``str`` comes back exactly.
-
-    aiohttp decodes header bytes as UTF-8 with ``surrogateescape``, so a value may hold lone
-    surrogates, which JSON cannot carry. Each string is therefore stored as its UTF-8
-    (``surrogatepass``) bytes read as latin-1: identical for ASCII, reversible for everything.
-    """
-    return orjson.dumps([[_to_latin1(name), _to_latin1(value)] for name, value in headers])
-
-
-def load_headers(data: bytes) -> tuple[tuple[str, str], ...]:
-    """The inverse of :func:`dump_headers`; raises ``ValueError`` on anything else."""
-    pairs = orjson.loads(data)
-    if not isinstance(pairs, list):
-        raise ValueError("stored headers are not a list")
-    return tuple((_from_latin1(name), _from_latin1(value)) for name, value in pairs)
-
-
-def _to_latin1(text: str) -> str:
-    return text.encode("utf-8", "surrogatepass").decode("latin-1")
-
-
-def _from_latin1(text: object) -> str:
-    if not isinstance(text, str):
-        raise ValueError("stored header is not a string")
-    return text.encode("latin-1").decode("utf-8", "surrogatepass")

@@ -19,6 +19,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store.base import InvalidStoreURL, StoreCorrupt, StoreUnavailable
 from idemproxy.store.clock import wall_ms
+from idemproxy.store.headers import dump_headers, load_headers
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.records import (
     ClaimRequest,
@@ -398,7 +399,7 @@ def _state_keys(key: RecordKey) -> list[str]:
 def _response_args(response: StoredResponse | None) -> list[ScriptArg]:
     if response is None:
         return ["0", 0, b"", b"", "0"]
-    headers = layout.dump_headers(response.headers)
+    headers = dump_headers(response.headers)
     return ["1", response.status, headers, response.body, str(int(response.body_truncated))]
 
 
@@ -415,7 +416,7 @@ def decode_record(key: RecordKey, raw: Any) -> EffectRecord:
         if layout.F_STATUS.encode() in fields:
             response = StoredResponse(
                 status=int(text(layout.F_STATUS)),
-                headers=layout.load_headers(fields[layout.F_HEADERS.encode()]),
+                headers=load_headers(fields[layout.F_HEADERS.encode()]),
                 body=fields[layout.F_BODY.encode()],
                 body_truncated=text(layout.F_TRUNCATED) == "1",
             )
