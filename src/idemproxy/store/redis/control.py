@@ -19,7 +19,10 @@ from idemproxy.store.redis import scripts as redis_scripts
 from idemproxy.store.redis.agents import RedisAgents
 from idemproxy.store.redis.errors import translated
 from idemproxy.store.redis.journal import RedisJournal, audit_args
+from idemproxy.store.redis.keys import ControlField
 from idemproxy.store.retention import CONTROL_RETENTION_S
+
+_PAUSE_FIELDS = (ControlField.PAUSED, ControlField.REASON, ControlField.ACTOR, ControlField.SINCE)
 
 
 def control_keys(agent: str) -> list[str]:
@@ -88,11 +91,9 @@ def decode_control(agent: str, reply: Any) -> AgentControl:
         raw, streak, snapshot = reply
         fields = dict(zip(raw[::2], raw[1::2], strict=True))
         pause = None
-        if fields.get(b"paused"):
-            pause = decode_pause(
-                fields[b"paused"], fields[b"reason"], fields[b"actor"], fields[b"since"]
-            )
-        version = int(fields.get(b"v", b"0"))
+        if fields.get(ControlField.PAUSED.encode()):
+            pause = decode_pause(*(fields[name.encode()] for name in _PAUSE_FIELDS))
+        version = int(fields.get(ControlField.VERSION.encode(), b"0"))
         return AgentControl(pause, _attempts(streak), _attempts(snapshot), version)
     except (KeyError, ValueError, TypeError) as exc:
         raise StoreCorrupt(f"the control of agent {agent!r} cannot be decoded: {exc!r}") from exc

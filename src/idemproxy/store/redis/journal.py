@@ -22,19 +22,21 @@ from idemproxy.store.redis import keys as layout
 from idemproxy.store.redis import scripts as redis_scripts
 from idemproxy.store.redis.agents import RedisAgents
 from idemproxy.store.redis.errors import translated
+from idemproxy.store.redis.keys import AuditField, CursorField
 from idemproxy.store.retention import ARCHIVE_RETENTION_S, AUDIT_RETENTION_S
 from idemproxy.store.work import Forgotten, Work
 
 STREAM_ID = re.compile(r"\d+-\d+")  # an event or audit entry id
 
+# Each DeliveryCursor attribute, by the cursor hash's field that holds it.
 _CURSOR_FIELDS = {
-    "acked": "acked",
-    "owner": "owner",
-    "lease_expires_ms": "lease",
-    "attempts": "attempts",
-    "retry_at_ms": "retry_at",
-    "last_error": "error",
-    "parked_ms": "parked",
+    "acked": CursorField.ACKED,
+    "owner": CursorField.OWNER,
+    "lease_expires_ms": CursorField.LEASE_EXPIRES_MS,
+    "attempts": CursorField.ATTEMPTS,
+    "retry_at_ms": CursorField.RETRY_AT_MS,
+    "last_error": CursorField.LAST_ERROR,
+    "parked_ms": CursorField.PARKED_MS,
 }
 
 
@@ -83,14 +85,14 @@ class RedisJournal:
         try:
             fields = {name.decode(): value.decode() for name, value in raw.items()}
             return DeliveryCursor(
-                acked=fields["acked"],
-                owner=fields["owner"],
-                lease_expires_ms=int(fields["lease"]),
-                attempts=int(fields["attempts"]),
-                retry_at_ms=int(fields["retry_at"]),
-                last_error=fields["error"],
-                parked_ms=int(fields["parked"]),
-                version=int(fields["v"]),
+                acked=fields[CursorField.ACKED],
+                owner=fields[CursorField.OWNER],
+                lease_expires_ms=int(fields[CursorField.LEASE_EXPIRES_MS]),
+                attempts=int(fields[CursorField.ATTEMPTS]),
+                retry_at_ms=int(fields[CursorField.RETRY_AT_MS]),
+                last_error=fields[CursorField.LAST_ERROR],
+                parked_ms=int(fields[CursorField.PARKED_MS]),
+                version=int(fields[CursorField.VERSION]),
             )
         except (KeyError, ValueError) as exc:
             raise StoreCorrupt(f"delivery cursor of agent {agent!r} cannot be decoded") from exc
@@ -109,12 +111,12 @@ class RedisJournal:
     async def append_audit(self, entry: AuditEntry) -> AuditEntry:
         stream = layout.audit_key(entry.agent)
         fields = {
-            "action": entry.action,
-            "actor": entry.actor,
-            "target": entry.target,
-            "before": entry.before,
-            "after": entry.after,
-            "note": entry.note,
+            AuditField.ACTION: entry.action,
+            AuditField.ACTOR: entry.actor,
+            AuditField.TARGET: entry.target,
+            AuditField.BEFORE: entry.before,
+            AuditField.AFTER: entry.after,
+            AuditField.NOTE: entry.note,
         }
         reply: Any
         with translated("append_audit"):
@@ -188,12 +190,12 @@ def decode_audit(agent: str, entry_id: Any, raw: Any) -> AuditEntry:
         fields = {name.decode(): value.decode() for name, value in raw.items()}
         entry = AuditEntry(
             agent=agent,
-            action=fields["action"],
-            actor=fields["actor"],
-            target=fields["target"],
-            before=fields["before"],
-            after=fields["after"],
-            note=fields["note"],
+            action=fields[AuditField.ACTION],
+            actor=fields[AuditField.ACTOR],
+            target=fields[AuditField.TARGET],
+            before=fields[AuditField.BEFORE],
+            after=fields[AuditField.AFTER],
+            note=fields[AuditField.NOTE],
         )
         return _stamped(entry, entry_id.decode())
     except (KeyError, ValueError, AttributeError) as exc:

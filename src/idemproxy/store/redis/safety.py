@@ -25,6 +25,7 @@ from idemproxy.store.memory_safety import fresh_id
 from idemproxy.store.redis import keys as layout
 from idemproxy.store.redis.errors import translated
 from idemproxy.store.redis.journal import decode_audit
+from idemproxy.store.redis.keys import LossField, MarkerField
 from idemproxy.store.safety import (
     LOG_LIMIT,
     Loss,
@@ -218,13 +219,15 @@ def _fields(flat: Sequence[bytes]) -> dict[str, str]:
 def _marker(fields: Mapping[str, str]) -> Marker | None:
     if not fields:
         return None
-    replaces = tuple(fields["replaces"].split())
-    return Marker(fields["epoch"], int(fields["created"]), int(fields["checks"]), replaces)
+    replaces = tuple(fields[MarkerField.REPLACES].split())
+    created_ms, checks = int(fields[MarkerField.CREATED_MS]), int(fields[MarkerField.CHECKS])
+    return Marker(fields[MarkerField.EPOCH], created_ms, checks, replaces)
 
 
 def _loss(fields: Mapping[str, str]) -> Loss | None:
     if not fields:
         return None
-    epochs = tuple(fields["epochs"].split())
-    kind = LossKind(fields["kind"])
-    return Loss(fields["id"], int(fields["detected"]), kind, epochs, fields["detail"])
+    epochs = tuple(fields[LossField.EPOCHS].split())
+    kind = LossKind(fields[LossField.KIND])
+    detected_ms = int(fields[LossField.DETECTED_MS])
+    return Loss(fields[LossField.ID], detected_ms, kind, epochs, fields[LossField.DETAIL])

@@ -44,6 +44,7 @@ from idemproxy.store.redis.agents import LISTING_GRACE_S, REGISTRY_CAP, RedisAge
 from idemproxy.store.redis.control import RedisControl, control_keys, decode_pause, settle_args
 from idemproxy.store.redis.errors import translated as _translated
 from idemproxy.store.redis.journal import STREAM_ID, audit_args
+from idemproxy.store.redis.keys import EventField, RecordField
 from idemproxy.store.redis.pipeline import PipelinedRedis, PipelinedScript
 from idemproxy.store.redis.replicas import ReplicaWait
 from idemproxy.store.redis.safety import RedisMarker
@@ -413,33 +414,33 @@ def decode_record(key: RecordKey, raw: Any) -> EffectRecord:
             return fields[name.encode()].decode()
 
         response = None
-        if layout.F_STATUS.encode() in fields:
+        if RecordField.STATUS.encode() in fields:
             response = StoredResponse(
-                status=int(text(layout.F_STATUS)),
-                headers=load_headers(fields[layout.F_HEADERS.encode()]),
-                body=fields[layout.F_BODY.encode()],
-                body_truncated=text(layout.F_TRUNCATED) == "1",
+                status=int(text(RecordField.STATUS)),
+                headers=load_headers(fields[RecordField.HEADERS.encode()]),
+                body=fields[RecordField.BODY.encode()],
+                body_truncated=text(RecordField.TRUNCATED) == "1",
             )
         return EffectRecord(
             key=key,
-            state=RecordState(text(layout.F_STATE)),
-            fence=int(text(layout.F_FENCE)),
-            fingerprint=text(layout.F_FINGERPRINT),
+            state=RecordState(text(RecordField.STATE)),
+            fence=int(text(RecordField.FENCE)),
+            fingerprint=text(RecordField.FINGERPRINT),
             meta=EffectMeta(
-                batch=text(layout.F_BATCH),
-                tool_call=text(layout.F_TOOL_CALL),
-                action=text(layout.F_ACTION),
-                upstream=text(layout.F_UPSTREAM),
-                method=text(layout.F_METHOD),
-                path=text(layout.F_PATH),
+                batch=text(RecordField.BATCH),
+                tool_call=text(RecordField.TOOL_CALL),
+                action=text(RecordField.ACTION),
+                upstream=text(RecordField.UPSTREAM),
+                method=text(RecordField.METHOD),
+                path=text(RecordField.PATH),
             ),
-            lease_expires_ms=int(text(layout.F_LEASE_EXPIRES_MS)),
-            created_ms=int(text(layout.F_CREATED_MS)),
-            updated_ms=int(text(layout.F_UPDATED_MS)),
-            attempts=int(text(layout.F_ATTEMPTS)),
+            lease_expires_ms=int(text(RecordField.LEASE_EXPIRES_MS)),
+            created_ms=int(text(RecordField.CREATED_MS)),
+            updated_ms=int(text(RecordField.UPDATED_MS)),
+            attempts=int(text(RecordField.ATTEMPTS)),
             response=response,
-            external_id=text(layout.F_EXTERNAL_ID),
-            reason=text(layout.F_REASON),
+            external_id=text(RecordField.EXTERNAL_ID),
+            reason=text(RecordField.REASON),
         )
     except (KeyError, ValueError, TypeError, AttributeError) as exc:
         raise StoreCorrupt(f"effect record {key} cannot be decoded: {exc!r}") from exc
@@ -451,21 +452,21 @@ def decode_event(agent: str, event_id: Any, raw: Any) -> EffectEvent:
         fields = {name.decode(): value.decode() for name, value in raw.items()}
         return EffectEvent(
             event_id=event_id.decode(),
-            type=EventType(fields["type"]),
-            key=RecordKey(agent, fields["effect_id"]),
+            type=EventType(fields[EventField.TYPE]),
+            key=RecordKey(agent, fields[EventField.EFFECT_ID]),
             meta=EffectMeta(
-                batch=fields["batch"],
-                tool_call=fields["tool_call"],
-                action=fields["action"],
-                upstream=fields["upstream"],
-                method=fields["method"],
-                path=fields["path"],
+                batch=fields[EventField.BATCH],
+                tool_call=fields[EventField.TOOL_CALL],
+                action=fields[EventField.ACTION],
+                upstream=fields[EventField.UPSTREAM],
+                method=fields[EventField.METHOD],
+                path=fields[EventField.PATH],
             ),
-            status=int(fields["status"]),
-            external_id=fields["ext"],
-            reason=fields["reason"],
-            ts_ms=int(fields["ts"]),
-            state=fields.get("state", ""),
+            status=int(fields[EventField.STATUS]),
+            external_id=fields[EventField.EXTERNAL_ID],
+            reason=fields[EventField.REASON],
+            ts_ms=int(fields[EventField.TS_MS]),
+            state=fields.get(EventField.STATE, ""),
         )
     except (KeyError, ValueError, TypeError, AttributeError) as exc:
         raise StoreCorrupt(f"event {event_id!r} of agent {agent!r} cannot be decoded") from exc
