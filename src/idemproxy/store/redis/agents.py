@@ -27,8 +27,9 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store.clock import wall_ms
-from idemproxy.store.redis import agent_scripts as redis_agent_scripts
 from idemproxy.store.redis import keys as layout
+from idemproxy.store.redis import lua
+from idemproxy.store.redis.argv import ForgetArgs, ListArgs, ScriptArg, StaleArgs, TrimRegistryArgs
 from idemproxy.store.redis.pipeline import PipelinedRedis, PipelinedScript
 from idemproxy.store.retention import AUDIT_RETENTION_S
 from idemproxy.store.work import Forgotten, Work
@@ -73,14 +74,14 @@ class RedisAgents:
         self._seeded = False
         self._walk_score = float("-inf")  # where the seeding walk of the registry stands
         self._walk_skip = 0  # members of that score already checked
-        self._list: Any = client.register_script(redis_agent_scripts.LIST)
+        self._list: Any = client.register_script(lua.LIST.source)
         self._list_now: Any = self._list
         if pipeline is not None:
-            self._list_now = PipelinedScript(pipeline, redis_agent_scripts.LIST)
-        self._stale = client.register_script(redis_agent_scripts.STALE)
-        self._forget = client.register_script(redis_agent_scripts.FORGET)
-        self._work = client.register_script(redis_agent_scripts.WORK)
-        self._trim = client.register_script(redis_agent_scripts.TRIM_REGISTRY)
+            self._list_now = PipelinedScript(pipeline, lua.LIST.source)
+        self._stale = client.register_script(lua.STALE.source)
+        self._forget = client.register_script(lua.FORGET.source)
+        self._work = client.register_script(lua.WORK.source)
+        self._trim = client.register_script(lua.TRIM_REGISTRY.source)
 
     async def register(self, agent: str) -> float:
         """List the agent in the registry and on the worklists, unless this process did so
@@ -98,7 +99,9 @@ class RedisAgents:
             seen = self._client.zadd(layout.AGENTS_KEY, {agent.encode(): wall_ms()})
         else:
             seen = self._pipeline.execute("ZADD", layout.AGENTS_KEY, wall_ms(), agent)
-        await asyncio.gather(seen, self._list_now(keys=_WORKLISTS, args=[agent]))
+        await asyncio.gather(
+            seen, self._list_now(keys=_WORKLISTS, args=lua.LIST.argv(ListArgs((agent,))))
+        )
         self._listed[agent] = now
         return now
 
@@ -128,17 +131,22 @@ class RedisAgents:
 
     async def forget_agents(self) -> Forgotten:
         over_cap = await self._trim(
-            keys=[layout.AGENTS_KEY], args=[wall_ms() - FORGET_AFTER_MS, self._registry_cap]
+            keys=[layout.AGENTS_KEY],
+            args=lua.TRIM_REGISTRY.argv(
+                TrimRegistryArgs(wall_ms() - FORGET_AFTER_MS, self._registry_cap)
+            ),
         )
         if not self._seeded:
             await self._seed()
-        reply: Any = await self._stale(keys=_WORKLISTS, args=[self._grace_ms, CHECKS_PER_PASS])
+        stale_args = lua.STALE.argv(StaleArgs(self._grace_ms, CHECKS_PER_PASS))
+        reply: Any = await self._stale(keys=_WORKLISTS, args=stale_args)
         before, stale = reply[0], [_decoded(members) for members in reply[1:]]
         found = {agent: await self._work_of(agent) for agent in {*stale[0], *stale[1]}}
-        args: list[str | int] = [before]
+        entries: list[ScriptArg] = []
         for worklist, agents in enumerate(stale):
             for agent in agents:
-                args += [agent, worklist + 1, found[agent][worklist]]
+                entries += [agent, worklist + 1, found[agent][worklist]]
+        args = lua.FORGET.argv(ForgetArgs(before, tuple(entries)))
         idle = int(await self._forget(keys=_WORKLISTS, args=args)) if found else 0
         return Forgotten(idle=idle, over_cap=int(over_cap))
 
@@ -171,7 +179,7 @@ class RedisAgents:
         agents = _decoded([member for member, _ in page])
         busy = [agent for agent in agents if any(await self._work_of(agent))]
         if busy:
-            await self._list(keys=_WORKLISTS, args=busy)
+            await self._list(keys=_WORKLISTS, args=lua.LIST.argv(ListArgs(tuple(busy))))
         if len(page) < CHECKS_PER_PASS:
             await self._client.set(layout.SEEDED_KEY, b"1")
             self._seeded = True

@@ -15,8 +15,9 @@ from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.control import MAX_STREAK, AgentControl, FailedAttempt, Pause, PauseOrigin
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.redis import keys as layout
-from idemproxy.store.redis import scripts as redis_scripts
+from idemproxy.store.redis import lua
 from idemproxy.store.redis.agents import RedisAgents
+from idemproxy.store.redis.argv import StreakArgs, WritePauseArgs
 from idemproxy.store.redis.errors import translated
 from idemproxy.store.redis.journal import RedisJournal, audit_args
 from idemproxy.store.redis.keys import ControlField
@@ -29,11 +30,19 @@ def control_keys(agent: str) -> list[str]:
     return [layout.control_key(agent), layout.streak_key(agent), layout.snapshot_key(agent)]
 
 
-def settle_args(limit: int, error: str | None, agent: str) -> list[str | int]:
-    """What the settle script needs to count an outcome (ARGV 14-20)."""
+def streak_args(limit: int, error: str | None, agent: str) -> StreakArgs:
+    """What the settle script needs to count an outcome: pause after ``limit`` failures."""
     retention_ms = CONTROL_RETENTION_S * 1000
-    failed = "1" if error is not None else "0"
-    return [limit, failed, error or "", agent, retention_ms, retention_ms, MAX_STREAK]
+    # The automatic pause's audit entry is kept as long as the control it changed.
+    return StreakArgs(
+        pause_after=limit,
+        failed=error is not None,
+        error=error or "",
+        agent=agent,
+        control_retention_ms=retention_ms,
+        audit_retention_ms=retention_ms,
+        longest=MAX_STREAK,
+    )
 
 
 class RedisControl(RedisJournal):
@@ -44,8 +53,8 @@ class RedisControl(RedisJournal):
         self, client: Redis | RedisCluster, retention_ms: int, agents: RedisAgents
     ) -> None:
         super().__init__(client, retention_ms, agents)
-        self._read_control = client.register_script(redis_scripts.READ_CONTROL)
-        self._write_pause = client.register_script(redis_scripts.WRITE_PAUSE)
+        self._read_control = client.register_script(lua.READ_CONTROL.source)
+        self._write_pause = client.register_script(lua.WRITE_PAUSE.source)
 
     async def read_control(self, agent: str) -> AgentControl:
         reply: Any
@@ -61,16 +70,18 @@ class RedisControl(RedisJournal):
         audit: AuditEntry,
         reset_failures: bool = False,
     ) -> AgentControl | None:
-        args: list[str | int] = [
-            version,
-            "1" if pause is not None else "0",
-            pause.origin.value if pause else "",
-            pause.reason if pause else "",
-            pause.actor if pause else "",
-            "1" if reset_failures else "0",
-            CONTROL_RETENTION_S * 1000,
-            *audit_args(audit),
-        ]
+        args = lua.WRITE_PAUSE.argv(
+            WritePauseArgs(
+                version=version,
+                set_pause=pause is not None,
+                origin=pause.origin.value if pause else "",
+                reason=pause.reason if pause else "",
+                actor=pause.actor if pause else "",
+                reset_failures=reset_failures,
+                control_retention_ms=CONTROL_RETENTION_S * 1000,
+                audit=audit_args(audit),
+            )
+        )
         reply: Any
         with translated("write_pause"):
             # Before the pause: a paused agent must be on the sweep's worklist, to be counted.

@@ -19,8 +19,16 @@ from idemproxy.store.clock import wall_ms
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 from idemproxy.store.records import RecordKey
 from idemproxy.store.redis import keys as layout
-from idemproxy.store.redis import scripts as redis_scripts
+from idemproxy.store.redis import lua
 from idemproxy.store.redis.agents import RedisAgents
+from idemproxy.store.redis.argv import (
+    NO_AUDIT,
+    AuditArgs,
+    ClearBatchArgs,
+    CountEventsArgs,
+    ScriptArg,
+    WriteCursorArgs,
+)
 from idemproxy.store.redis.errors import translated
 from idemproxy.store.redis.keys import AuditField, CursorField
 from idemproxy.store.retention import ARCHIVE_RETENTION_S, AUDIT_RETENTION_S
@@ -50,9 +58,9 @@ class RedisJournal:
         self._client = client
         self._retention_ms = retention_ms
         self.agents = agents
-        self._write_cursor = client.register_script(redis_scripts.WRITE_CURSOR)
-        self._clear_batch = client.register_script(redis_scripts.CLEAR_BATCH)
-        self._count_events = client.register_script(redis_scripts.COUNT_EVENTS)
+        self._write_cursor = client.register_script(lua.WRITE_CURSOR.source)
+        self._clear_batch = client.register_script(lua.CLEAR_BATCH.source)
+        self._count_events = client.register_script(lua.COUNT_EVENTS.source)
 
     async def list_agents(self) -> list[str]:
         with translated("list_agents"):
@@ -73,7 +81,8 @@ class RedisJournal:
             return 0
         start = "-" if after is None else f"({after}"
         with translated("count_events"):
-            count = await self._count_events(keys=[layout.outbox_key(agent)], args=[start, cap])
+            args = lua.COUNT_EVENTS.argv(CountEventsArgs(start, cap))
+            count = await self._count_events(keys=[layout.outbox_key(agent)], args=args)
         return int(count)
 
     async def read_cursor(self, agent: str) -> DeliveryCursor:
@@ -101,9 +110,18 @@ class RedisJournal:
         self, agent: str, cursor: DeliveryCursor, audit: AuditEntry | None = None
     ) -> DeliveryCursor | None:
         keys = [layout.cursor_key(agent), layout.audit_key(agent), layout.outbox_key(agent)]
-        args: list[str | int] = [cursor.version, self._retention_ms, *audit_args(audit)]
+        fields: list[ScriptArg] = []
         for attribute, field in _CURSOR_FIELDS.items():
-            args += [field, getattr(cursor, attribute)]
+            fields += [field.value, getattr(cursor, attribute)]
+        args = lua.WRITE_CURSOR.argv(
+            WriteCursorArgs(
+                cursor.version,
+                self._retention_ms,
+                audit is not None,
+                audit_args(audit),
+                tuple(fields),
+            )
+        )
         with translated("write_cursor"):
             written = await self._write_cursor(keys=keys, args=args)
         return dataclasses.replace(cursor, version=cursor.version + 1) if written else None
@@ -146,11 +164,18 @@ class RedisJournal:
         keys = [layout.batch_key(agent, batch), layout.archive_key(agent, batch)]
         keys += [layout.audit_key(agent)]
         keys += [layout.record_key(RecordKey(agent, item.effect_id)) for item in freed]
-        has_archive = "1" if archive is not None else "0"
-        args: list[str | int | bytes] = [has_archive, archive or b"", ARCHIVE_RETENTION_S * 1000]
-        args += audit_args(audit)[1:]  # the entry is always written: no flag
+        pairs: list[ScriptArg] = []
         for item in freed:
-            args += [item.effect_id, item.fence]
+            pairs += [item.effect_id, item.fence]
+        args = lua.CLEAR_BATCH.argv(
+            ClearBatchArgs(
+                has_archive=archive is not None,
+                archive=archive or b"",
+                archive_retention_ms=ARCHIVE_RETENTION_S * 1000,
+                audit=audit_args(audit),
+                id_fence_pairs=tuple(pairs),
+            )
+        )
         cleared: Any
         with translated("clear_batch"):
             cleared = await self._clear_batch(keys=keys, args=args)
@@ -163,20 +188,14 @@ class RedisJournal:
         return bytes(archive) if archive is not None else None
 
 
-def audit_args(audit: AuditEntry | None) -> list[str | int]:
-    """Flag, retention ms and the six fields of an entry, as the scripts take them."""
+def audit_args(audit: AuditEntry | None) -> AuditArgs:
+    """An entry as the scripts take it (unused when None)."""
     if audit is None:
-        return ["0", 0, "", "", "", "", "", ""]
-    return [
-        "1",
-        AUDIT_RETENTION_S * 1000,
-        audit.action,
-        audit.actor,
-        audit.target,
-        audit.before,
-        audit.after,
-        audit.note,
-    ]
+        return NO_AUDIT
+    retention_ms = AUDIT_RETENTION_S * 1000
+    return AuditArgs(
+        retention_ms, audit.action, audit.actor, audit.target, audit.before, audit.after, audit.note
+    )
 
 
 def _stamped(entry: AuditEntry, entry_id: str) -> AuditEntry:

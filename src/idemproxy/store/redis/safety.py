@@ -23,6 +23,16 @@ from idemproxy.store.base import StoreCorrupt, StoreUnavailable
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.memory_safety import fresh_id
 from idemproxy.store.redis import keys as layout
+from idemproxy.store.redis import lua
+from idemproxy.store.redis.argv import (
+    NO_LOG_ENTRY,
+    NO_LOSS,
+    NO_MARKER,
+    LogEntryArgs,
+    LossArgs,
+    MarkerArgs,
+    WriteMarkerArgs,
+)
 from idemproxy.store.redis.errors import translated
 from idemproxy.store.redis.journal import decode_audit
 from idemproxy.store.redis.keys import LossField, MarkerField
@@ -41,44 +51,6 @@ from idemproxy.store.safety import (
 
 # A check that loses the race this often in a row is reported as an outage, not looped on.
 MAX_ATTEMPTS = 10
-
-# KEYS: marker, loss, log. Returns {HGETALL marker, HGETALL loss, EXISTS log, now ms}.
-READ_MARKER = """
-local t = redis.call('TIME')
-return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2]),
-  redis.call('EXISTS', KEYS[3]), tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)}
-"""
-
-# KEYS: marker, loss, log.
-# ARGV: the marker's epoch and checks as read ('' for none), the loss id as read ('' none);
-#       '1' to write the marker, then epoch, created, checks, replaces;
-#       '1' to write the loss, '2' to delete it, '0' neither, then id, detected, kind, epochs,
-#       detail; '1' to append to the log, then action, actor, target, before, after, note;
-#       the log's length limit.
-# Returns 1 when written, 0 when the marker or the loss changed since they were read.
-WRITE_MARKER = """
-local m = redis.call('HMGET', KEYS[1], 'epoch', 'checks')
-local l = redis.call('HGET', KEYS[2], 'id')
-if (m[1] or '') ~= ARGV[1] or (m[2] or '') ~= ARGV[2] or (l or '') ~= ARGV[3] then
-  return 0
-end
-if ARGV[4] == '1' then
-  redis.call('HSET', KEYS[1], 'epoch', ARGV[5], 'created', ARGV[6], 'checks', ARGV[7],
-    'replaces', ARGV[8])
-end
-if ARGV[9] == '1' then
-  redis.call('HSET', KEYS[2], 'id', ARGV[10], 'detected', ARGV[11], 'kind', ARGV[12],
-    'epochs', ARGV[13], 'detail', ARGV[14])
-elseif ARGV[9] == '2' then
-  redis.call('DEL', KEYS[2])
-end
-if ARGV[15] == '1' then
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[22], '*', 'action', ARGV[16],
-    'actor', ARGV[17], 'target', ARGV[18], 'before', ARGV[19], 'after', ARGV[20],
-    'note', ARGV[21])
-end
-return 1
-"""
 
 _KEYS = [layout.MARKER_KEY, layout.LOSS_KEY, layout.STORE_LOG_KEY]
 _KEEP_LOSS, _WRITE_LOSS, _DELETE_LOSS = "0", "1", "2"
@@ -99,8 +71,8 @@ class RedisMarker:
 
     def __init__(self, client: Redis | RedisCluster) -> None:
         self._client = client
-        self._read = client.register_script(READ_MARKER)
-        self._write_script = client.register_script(WRITE_MARKER)
+        self._read = client.register_script(lua.READ_MARKER.source)
+        self._write_script = client.register_script(lua.WRITE_MARKER.source)
 
     async def check(self, seen: Marker | None) -> MarkerCheck:
         with translated("check_marker"):
@@ -177,31 +149,42 @@ class RedisMarker:
         entry: AuditEntry | None = None,
     ) -> bool:
         read = stored.marker
-        args: list[str | int] = [read.epoch if read else "", str(read.checks) if read else ""]
-        args.append(stored.loss.loss_id if stored.loss else "")
-        if marker is None:
-            args += ["0", "", 0, 0, ""]
-        else:
-            args += ["1", marker.epoch, marker.created_ms, marker.checks, " ".join(marker.replaces)]
-        if loss is None:
-            args += [_DELETE_LOSS if drop_loss else _KEEP_LOSS, "", 0, "", "", ""]
-        else:
-            epochs = " ".join(loss.epochs)
-            args += [
-                _WRITE_LOSS,
-                loss.loss_id,
-                loss.detected_ms,
-                loss.kind.value,
-                epochs,
-                loss.detail,
-            ]
-        if entry is None:
-            args += ["0", "", "", "", "", "", ""]
-        else:
-            args += ["1", entry.action, entry.actor, entry.target, entry.before, entry.after]
-            args.append(entry.note)
-        args.append(LOG_LIMIT)
+        written = WriteMarkerArgs(
+            read_epoch=read.epoch if read else "",
+            read_checks=str(read.checks) if read else "",
+            read_loss_id=stored.loss.loss_id if stored.loss else "",
+            write_marker=marker is not None,
+            marker=NO_MARKER if marker is None else _marker_args(marker),
+            loss_action=_loss_action(loss, drop_loss),
+            loss=NO_LOSS if loss is None else _loss_args(loss),
+            write_log=entry is not None,
+            log=NO_LOG_ENTRY if entry is None else _log_args(entry),
+            log_limit=LOG_LIMIT,
+        )
+        args = lua.WRITE_MARKER.argv(written)
         return int(await self._write_script(keys=_KEYS, args=args)) == 1
+
+
+def _loss_action(loss: Loss | None, drop_loss: bool) -> str:
+    if loss is not None:
+        return _WRITE_LOSS
+    return _DELETE_LOSS if drop_loss else _KEEP_LOSS
+
+
+def _marker_args(marker: Marker) -> MarkerArgs:
+    replaces = " ".join(marker.replaces)
+    return MarkerArgs(marker.epoch, marker.created_ms, marker.checks, replaces)
+
+
+def _loss_args(loss: Loss) -> LossArgs:
+    epochs = " ".join(loss.epochs)
+    return LossArgs(loss.loss_id, loss.detected_ms, loss.kind.value, epochs, loss.detail)
+
+
+def _log_args(entry: AuditEntry) -> LogEntryArgs:
+    return LogEntryArgs(
+        entry.action, entry.actor, entry.target, entry.before, entry.after, entry.note
+    )
 
 
 def _contended(op: str) -> StoreUnavailable:

@@ -38,10 +38,21 @@ from idemproxy.store.records import (
 from idemproxy.store.redis import client as redis_client
 from idemproxy.store.redis import durability as redis_durability
 from idemproxy.store.redis import keys as layout
-from idemproxy.store.redis import replicas
-from idemproxy.store.redis import scripts as redis_scripts
+from idemproxy.store.redis import lua, replicas
 from idemproxy.store.redis.agents import LISTING_GRACE_S, REGISTRY_CAP, RedisAgents
-from idemproxy.store.redis.control import RedisControl, control_keys, decode_pause, settle_args
+from idemproxy.store.redis.argv import (
+    NO_RESPONSE,
+    ClaimArgs,
+    FetchBatchArgs,
+    FetchUnknownArgs,
+    RenewArgs,
+    ResolveArgs,
+    ResponseArgs,
+    ScriptArg,
+    SettleArgs,
+    SweepArgs,
+)
+from idemproxy.store.redis.control import RedisControl, control_keys, decode_pause, streak_args
 from idemproxy.store.redis.errors import translated as _translated
 from idemproxy.store.redis.journal import STREAM_ID, audit_args
 from idemproxy.store.redis.keys import EventField, RecordField
@@ -55,7 +66,6 @@ from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerChe
 EXPIRED_LEASE_REASON = "lease expired: the proxy holding this request stopped"
 
 RedisClient = Redis | RedisCluster
-ScriptArg = str | int | bytes
 
 
 class Script(Protocol):
@@ -94,17 +104,17 @@ class RedisStore(RedisControl):
         self._extra_clients = tuple(extra_clients)
         self._pipeline = pipeline
         self._retention_ms = event_retention_s * 1000
-        self._claim = self._hot_script(redis_scripts.CLAIM)
+        self._claim = self._hot_script(lua.CLAIM.source)
         self._replica_wait = replica_wait
         self._waited_claim: WaitedScript | None = None
         if replica_wait is not None:
-            self._waited_claim = waited_script(client, pipeline, redis_scripts.CLAIM, replica_wait)
-        self._settle = self._hot_script(redis_scripts.SETTLE)
-        self._renew = self._hot_script(redis_scripts.RENEW)
-        self._resolve = self._hot_script(redis_scripts.RESOLVE)
-        self._fetch_unknown = client.register_script(redis_scripts.FETCH_UNKNOWN)
-        self._fetch_batch = client.register_script(redis_scripts.FETCH_BATCH)
-        self._sweep = client.register_script(redis_scripts.SWEEP)
+            self._waited_claim = waited_script(client, pipeline, lua.CLAIM.source, replica_wait)
+        self._settle = self._hot_script(lua.SETTLE.source)
+        self._renew = self._hot_script(lua.RENEW.source)
+        self._resolve = self._hot_script(lua.RESOLVE.source)
+        self._fetch_unknown = client.register_script(lua.FETCH_UNKNOWN.source)
+        self._fetch_batch = client.register_script(lua.FETCH_BATCH.source)
+        self._sweep = client.register_script(lua.SWEEP.source)
         self._marker = RedisMarker(client)
         self._expected_epoch = ""  # the marker's, as the last check saw it: see expect_marker
         agents = RedisAgents(
@@ -181,23 +191,25 @@ class RedisStore(RedisControl):
         epoch = self._expected_epoch
         if epoch:
             keys.append(layout.MARKER_KEY)
-        args: list[ScriptArg] = [
-            key.effect_id,
-            request.fingerprint,
-            request.lease_ms,
-            request.ttl_s * 1000,
-            meta.batch,
-            meta.tool_call,
-            meta.action,
-            meta.upstream,
-            meta.method,
-            meta.path,
-            self._retention_ms,
-            EXPIRED_LEASE_REASON,
-            "1" if request.ignore_pause else "0",
-            "1" if request.reworded_may_reclaim else "0",
-            epoch,
-        ]
+        args = lua.CLAIM.argv(
+            ClaimArgs(
+                effect_id=key.effect_id,
+                fingerprint=request.fingerprint,
+                lease_ms=request.lease_ms,
+                ttl_ms=request.ttl_s * 1000,
+                batch=meta.batch,
+                tool_call=meta.tool_call,
+                action=meta.action,
+                upstream=meta.upstream,
+                method=meta.method,
+                path=meta.path,
+                retention_ms=self._retention_ms,
+                lapse_reason=EXPIRED_LEASE_REASON,
+                ignore_pause=request.ignore_pause,
+                reworded_may_reclaim=request.reworded_may_reclaim,
+                epoch=epoch,
+            )
+        )
         waited: object = None
         with _translated("claim"):
             # Listed first: an agent must be on the worklists by the time it has a record to sweep.
@@ -228,18 +240,22 @@ class RedisStore(RedisControl):
         return ClaimResult(claimed=False, fence=fence, record=decode_record(key, reply[2]))
 
     async def settle(self, key: RecordKey, fence: int, settlement: Settlement) -> bool:
-        args: list[ScriptArg] = [
-            key.effect_id,
-            fence,
-            settlement.state.value,
-            settlement.event_type().value,
-            settlement.ttl_s * 1000,
-            self._retention_ms,
-            settlement.external_id,
-            settlement.reason,
-            *_response_args(settlement.response),
-            *settle_args(settlement.pause_after_failures, settlement.failure(), key.agent),
-        ]
+        args = lua.SETTLE.argv(
+            SettleArgs(
+                effect_id=key.effect_id,
+                fence=fence,
+                state=settlement.state.value,
+                event_type=settlement.event_type().value,
+                ttl_ms=settlement.ttl_s * 1000,
+                retention_ms=self._retention_ms,
+                external_id=settlement.external_id,
+                reason=settlement.reason,
+                response=_response_args(settlement.response),
+                streak=streak_args(
+                    settlement.pause_after_failures, settlement.failure(), key.agent
+                ),
+            )
+        )
         keys = [*_state_keys(key), *control_keys(key.agent), layout.audit_key(key.agent)]
         keys.append(layout.cursor_key(key.agent))
         with _translated("settle"):
@@ -253,18 +269,21 @@ class RedisStore(RedisControl):
         audit: AuditEntry | None = None,
         fence: int | None = None,
     ) -> ResolveResult:
-        args: list[ScriptArg] = [
-            key.effect_id,
-            expected.value,
-            resolution.state.value,
-            resolution.ttl_s * 1000,
-            self._retention_ms,
-            resolution.external_id,
-            resolution.reason,
-            *_response_args(resolution.response),
-            *audit_args(audit),
-            "" if fence is None else fence,
-        ]
+        args = lua.RESOLVE.argv(
+            ResolveArgs(
+                effect_id=key.effect_id,
+                expected_state=expected.value,
+                state=resolution.state.value,
+                ttl_ms=resolution.ttl_s * 1000,
+                retention_ms=self._retention_ms,
+                external_id=resolution.external_id,
+                reason=resolution.reason,
+                response=_response_args(resolution.response),
+                has_audit=audit is not None,
+                audit=audit_args(audit),
+                expected_fence=fence,
+            )
+        )
         keys = [
             *_state_keys(key),
             layout.audit_key(key.agent),
@@ -280,7 +299,7 @@ class RedisStore(RedisControl):
         with _translated("renew"):
             reply = await self._renew(
                 keys=[layout.record_key(key), layout.leases_key(key.agent)],
-                args=[fence, lease_ms, key.effect_id],
+                args=lua.RENEW.argv(RenewArgs(fence, lease_ms, key.effect_id)),
             )
         return int(reply) == 1
 
@@ -304,7 +323,8 @@ class RedisStore(RedisControl):
                 ids = await self._client.zrange(index, start, start + limit - len(found) - 1)
                 if not ids:
                     break
-                live = await self._fetch(self._fetch_unknown, index, agent, ids)
+                args = lua.FETCH_UNKNOWN.argv(FetchUnknownArgs(tuple(ids)))
+                live = await self._fetch(self._fetch_unknown, index, agent, ids, args)
                 found += [decode_record(RecordKey(agent, i.decode()), r) for i, r in live]
                 start += len(live)
         return found
@@ -322,17 +342,18 @@ class RedisStore(RedisControl):
                 pipe.zrange(layout.unknown_key(agent), 0, -1)
                 listed, *held = await pipe.execute()
             ids = sorted(set(listed).union(*held))
-            replies = await self._fetch(self._fetch_batch, index, agent, ids) if ids else []
+            args = lua.FETCH_BATCH.argv(FetchBatchArgs(tuple(ids)))
+            replies = await self._fetch(self._fetch_batch, index, agent, ids, args) if ids else []
         records = [decode_record(RecordKey(agent, i.decode()), r) for i, r in replies if r]
         records.sort(key=lambda record: record.created_ms)
         return records
 
     async def _fetch(
-        self, script: Any, index: str, agent: str, ids: Sequence[bytes]
+        self, script: Any, index: str, agent: str, ids: Sequence[bytes], args: list[ScriptArg]
     ) -> list[tuple[bytes, Any]]:
         """The live records listed in ``index`` under ``ids``; the script drops stale entries."""
         keys = [index] + [layout.record_key(RecordKey(agent, i.decode())) for i in ids]
-        replies = await script(keys=keys, args=list(ids))
+        replies = await script(keys=keys, args=args)
         return [(i, reply) for i, reply in zip(ids, replies, strict=True) if reply]
 
     async def read_events(
@@ -363,7 +384,10 @@ class RedisStore(RedisControl):
             keys.append(layout.cursor_key(agent))
             keys += [layout.record_key(RecordKey(agent, i.decode())) for i in ids]
             lapsed = await self._sweep(
-                keys=keys, args=[self._retention_ms, EXPIRED_LEASE_REASON, *ids]
+                keys=keys,
+                args=lua.SWEEP.argv(
+                    SweepArgs(self._retention_ms, EXPIRED_LEASE_REASON, tuple(ids))
+                ),
             )
         return [decode_record(RecordKey(agent, i.decode()), fields) for i, fields in lapsed]
 
@@ -397,11 +421,11 @@ def _state_keys(key: RecordKey) -> list[str]:
     ]
 
 
-def _response_args(response: StoredResponse | None) -> list[ScriptArg]:
+def _response_args(response: StoredResponse | None) -> ResponseArgs:
     if response is None:
-        return ["0", 0, b"", b"", "0"]
+        return NO_RESPONSE
     headers = dump_headers(response.headers)
-    return ["1", response.status, headers, response.body, str(int(response.body_truncated))]
+    return ResponseArgs(True, response.status, headers, response.body, response.body_truncated)
 
 
 def decode_record(key: RecordKey, raw: Any) -> EffectRecord:
