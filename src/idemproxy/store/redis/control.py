@@ -1,7 +1,8 @@
 """The agent controls of the Redis store (store/control.py): reading and writing a pause.
 
 Counting failures happens inside the settle script and the pause check inside the claim script
-(:mod:`.scripts`); the keys are those of :mod:`.keys`, all in the agent's slot.
+(``scripts/settle.lua``, ``scripts/claim.lua``); the keys are those of :mod:`.keys`, all in the
+agent's slot.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from idemproxy.store.redis import lua
 from idemproxy.store.redis.agents import RedisAgents
 from idemproxy.store.redis.argv import StreakArgs, WritePauseArgs
 from idemproxy.store.redis.errors import translated
-from idemproxy.store.redis.journal import RedisJournal, audit_args
+from idemproxy.store.redis.journal import audit_args
 from idemproxy.store.redis.keys import ControlField
 from idemproxy.store.retention import CONTROL_RETENTION_S
 
@@ -45,14 +46,13 @@ def streak_args(limit: int, error: str | None, agent: str) -> StreakArgs:
     )
 
 
-class RedisControl(RedisJournal):
-    """:meth:`Store.read_control` and :meth:`Store.write_pause` on Redis; a base of
-    :class:`~idemproxy.store.redis.store.RedisStore`, which adds the records."""
+class RedisControl:
+    """The agent controls of :class:`~idemproxy.store.redis.store.RedisStore`: reading and
+    writing a pause."""
 
-    def __init__(
-        self, client: Redis | RedisCluster, retention_ms: int, agents: RedisAgents
-    ) -> None:
-        super().__init__(client, retention_ms, agents)
+    def __init__(self, client: Redis | RedisCluster, agents: RedisAgents) -> None:
+        """``agents`` lists each agent before a pause is written."""
+        self._agents = agents
         self._read_control = client.register_script(lua.READ_CONTROL.source)
         self._write_pause = client.register_script(lua.WRITE_PAUSE.source)
 
@@ -85,7 +85,7 @@ class RedisControl(RedisJournal):
         reply: Any
         with translated("write_pause"):
             # Before the pause: a paused agent must be on the sweep's worklist, to be counted.
-            await self.agents.register(agent)
+            await self._agents.register(agent)
             reply = await self._write_pause(
                 keys=[*control_keys(agent), layout.audit_key(agent)], args=args
             )

@@ -1,7 +1,6 @@
-"""The ledger's part of the Redis store: agents, delivery cursors, the audit log, archives.
+"""The ledger's part of the Redis store: the outbox, delivery cursors, the audit log, archives.
 
-Keys are those of :mod:`.keys`; every script touches one agent's slot. :class:`RedisJournal`
-is a base of :class:`~idemproxy.store.redis.store.RedisStore`, which adds the records.
+Keys are those of :mod:`.keys`; every script touches one agent's slot.
 """
 
 from __future__ import annotations
@@ -17,10 +16,9 @@ from redis.asyncio.cluster import RedisCluster
 from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.clock import wall_ms
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
-from idemproxy.store.records import RecordKey
+from idemproxy.store.records import EffectEvent, EffectMeta, EventType, RecordKey
 from idemproxy.store.redis import keys as layout
 from idemproxy.store.redis import lua
-from idemproxy.store.redis.agents import RedisAgents
 from idemproxy.store.redis.argv import (
     NO_AUDIT,
     AuditArgs,
@@ -30,9 +28,8 @@ from idemproxy.store.redis.argv import (
     WriteCursorArgs,
 )
 from idemproxy.store.redis.errors import translated
-from idemproxy.store.redis.keys import AuditField, CursorField
+from idemproxy.store.redis.keys import AuditField, CursorField, EventField
 from idemproxy.store.retention import ARCHIVE_RETENTION_S, AUDIT_RETENTION_S
-from idemproxy.store.work import Forgotten, Work
 
 STREAM_ID = re.compile(r"\d+-\d+")  # an event or audit entry id
 
@@ -49,30 +46,29 @@ _CURSOR_FIELDS = {
 
 
 class RedisJournal:
-    """The :class:`~idemproxy.store.base.Store` operations on cursors, audit entries, archives
-    and the agent lists (:mod:`.agents`)."""
+    """The journal operations of :class:`~idemproxy.store.redis.store.RedisStore`: outbox
+    events, delivery cursors, audit entries and archives."""
 
-    def __init__(
-        self, client: Redis | RedisCluster, retention_ms: int, agents: RedisAgents
-    ) -> None:
+    def __init__(self, client: Redis | RedisCluster, retention_ms: int) -> None:
+        """``retention_ms``: how long the outbox keeps an event."""
         self._client = client
         self._retention_ms = retention_ms
-        self.agents = agents
         self._write_cursor = client.register_script(lua.WRITE_CURSOR.source)
         self._clear_batch = client.register_script(lua.CLEAR_BATCH.source)
         self._count_events = client.register_script(lua.COUNT_EVENTS.source)
 
-    async def list_agents(self) -> list[str]:
-        with translated("list_agents"):
-            return await self.agents.list_agents()
-
-    async def list_busy_agents(self, work: Work) -> list[str]:
-        with translated("list_busy_agents"):
-            return await self.agents.list_busy_agents(work)
-
-    async def forget_agents(self) -> Forgotten:
-        with translated("forget_agents"):
-            return await self.agents.forget_agents()
+    async def read_events(
+        self, agent: str, after: str | None = None, limit: int = 100
+    ) -> list[EffectEvent]:
+        if after is not None and not STREAM_ID.fullmatch(after):
+            raise ValueError(f"not an event id of the redis store: {after!r}")
+        if limit <= 0:
+            return []  # XRANGE refuses COUNT 0
+        start = "-" if after is None else f"({after}"
+        entries: Any
+        with translated("read_events"):
+            entries = await self._client.xrange(layout.outbox_key(agent), start, "+", count=limit)
+        return [decode_event(agent, event_id, fields) for event_id, fields in entries]
 
     async def count_events(self, agent: str, after: str | None = None, cap: int = 10_000) -> int:
         if after is not None and not STREAM_ID.fullmatch(after):
@@ -221,3 +217,29 @@ def decode_audit(agent: str, entry_id: Any, raw: Any) -> AuditEntry:
         raise StoreCorrupt(
             f"audit entry {entry_id!r} of agent {agent!r} cannot be decoded"
         ) from exc
+
+
+def decode_event(agent: str, event_id: Any, raw: Any) -> EffectEvent:
+    """An event from its outbox stream entry."""
+    try:
+        fields = {name.decode(): value.decode() for name, value in raw.items()}
+        return EffectEvent(
+            event_id=event_id.decode(),
+            type=EventType(fields[EventField.TYPE]),
+            key=RecordKey(agent, fields[EventField.EFFECT_ID]),
+            meta=EffectMeta(
+                batch=fields[EventField.BATCH],
+                tool_call=fields[EventField.TOOL_CALL],
+                action=fields[EventField.ACTION],
+                upstream=fields[EventField.UPSTREAM],
+                method=fields[EventField.METHOD],
+                path=fields[EventField.PATH],
+            ),
+            status=int(fields[EventField.STATUS]),
+            external_id=fields[EventField.EXTERNAL_ID],
+            reason=fields[EventField.REASON],
+            ts_ms=int(fields[EventField.TS_MS]),
+            state=fields.get(EventField.STATE, ""),
+        )
+    except (KeyError, ValueError, TypeError, AttributeError) as exc:
+        raise StoreCorrupt(f"event {event_id!r} of agent {agent!r} cannot be decoded") from exc

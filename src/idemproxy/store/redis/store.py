@@ -1,80 +1,59 @@
-"""Redis backend: one Lua script per state change, keys laid out in :mod:`.keys`.
+"""Redis backend: one Lua script per state change (:mod:`.lua`), keys laid out in :mod:`.keys`.
 
-A claim, a settle and a renew are one round trip each; a claim that finds a completed record
-returns it, body included, in that same round trip. Those calls of the hot path go over one
-pipelined connection where the URL allows (:mod:`.pipeline`), everything else through
-redis-py. With ``wait_replicas`` in the URL a claim also waits for replicas to have it
-(:mod:`.replicas`), on the claim's connection and in its round trip. Connections are opened
-lazily, time out fast (a dead Redis is reported in a second or two, not after a long retry
-loop) and come back by themselves when Redis does.
+:class:`RedisStore` is the :class:`~idemproxy.store.base.Store` the factory builds. It holds
+one part per concern, all on the same client and pipelined connection:
+
+- :class:`~.records.RedisRecords`: claims, settles, resolutions, renewals, record reads;
+- :class:`~.journal.RedisJournal`: the outbox, delivery cursors, the audit log, archives;
+- :class:`~.control.RedisControl`: the agents' pauses;
+- :class:`~.agents.RedisAgents`: the agent registry and the worklists;
+- :class:`~.safety.RedisMarker`: the store's marker and its log.
+
+Connections are opened lazily, time out fast (a dead Redis is reported in a second or two,
+not after a long retry loop) and come back by themselves when Redis does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from idemproxy.store.base import InvalidStoreURL, StoreCorrupt, StoreUnavailable
-from idemproxy.store.clock import wall_ms
-from idemproxy.store.headers import dump_headers, load_headers
-from idemproxy.store.journal import AuditEntry
+from idemproxy.store.base import InvalidStoreURL
+from idemproxy.store.control import AgentControl, Pause
+from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 from idemproxy.store.records import (
     ClaimRequest,
     ClaimResult,
     EffectEvent,
-    EffectMeta,
     EffectRecord,
-    EventType,
     RecordKey,
     RecordState,
     Resolution,
     ResolveResult,
     Settlement,
-    StoredResponse,
 )
 from idemproxy.store.redis import client as redis_client
 from idemproxy.store.redis import durability as redis_durability
-from idemproxy.store.redis import keys as layout
-from idemproxy.store.redis import lua, replicas
+from idemproxy.store.redis import replicas
 from idemproxy.store.redis.agents import LISTING_GRACE_S, REGISTRY_CAP, RedisAgents
-from idemproxy.store.redis.argv import (
-    NO_RESPONSE,
-    ClaimArgs,
-    FetchBatchArgs,
-    FetchUnknownArgs,
-    RenewArgs,
-    ResolveArgs,
-    ResponseArgs,
-    ScriptArg,
-    SettleArgs,
-    SweepArgs,
-)
-from idemproxy.store.redis.control import RedisControl, control_keys, decode_pause, streak_args
-from idemproxy.store.redis.errors import translated as _translated
-from idemproxy.store.redis.journal import STREAM_ID, audit_args
-from idemproxy.store.redis.keys import EventField, RecordField
-from idemproxy.store.redis.pipeline import PipelinedRedis, PipelinedScript
+from idemproxy.store.redis.control import RedisControl
+from idemproxy.store.redis.errors import translated
+from idemproxy.store.redis.journal import RedisJournal
+from idemproxy.store.redis.pipeline import PipelinedRedis
+from idemproxy.store.redis.records import RedisRecords
 from idemproxy.store.redis.replicas import ReplicaWait
 from idemproxy.store.redis.safety import RedisMarker
-from idemproxy.store.redis.wait import WaitedScript, waited_script
 from idemproxy.store.retention import EVENT_RETENTION_S
 from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerCheck
-
-EXPIRED_LEASE_REASON = "lease expired: the proxy holding this request stopped"
+from idemproxy.store.work import Forgotten, Work
 
 RedisClient = Redis | RedisCluster
 
 
-class Script(Protocol):
-    """A registered Lua script: redis-py's ``AsyncScript`` or a :class:`PipelinedScript`."""
-
-    def __call__(self, keys: Sequence[str], args: Sequence[ScriptArg]) -> Awaitable[Any]: ...
-
-
-class RedisStore(RedisControl):
+class RedisStore:
     """The :class:`~idemproxy.store.base.Store` on Redis: single node, Sentinel or Cluster.
 
     Event ids are stream ids (``<ms>-<seq>``): ordered by the stream, opaque to callers. Events
@@ -103,24 +82,20 @@ class RedisStore(RedisControl):
         self._client = client
         self._extra_clients = tuple(extra_clients)
         self._pipeline = pipeline
-        self._retention_ms = event_retention_s * 1000
-        self._claim = self._hot_script(lua.CLAIM.source)
-        self._replica_wait = replica_wait
-        self._waited_claim: WaitedScript | None = None
-        if replica_wait is not None:
-            self._waited_claim = waited_script(client, pipeline, lua.CLAIM.source, replica_wait)
-        self._settle = self._hot_script(lua.SETTLE.source)
-        self._renew = self._hot_script(lua.RENEW.source)
-        self._resolve = self._hot_script(lua.RESOLVE.source)
-        self._fetch_unknown = client.register_script(lua.FETCH_UNKNOWN.source)
-        self._fetch_batch = client.register_script(lua.FETCH_BATCH.source)
-        self._sweep = client.register_script(lua.SWEEP.source)
-        self._marker = RedisMarker(client)
-        self._expected_epoch = ""  # the marker's, as the last check saw it: see expect_marker
-        agents = RedisAgents(
+        retention_ms = event_retention_s * 1000
+        self.agents = RedisAgents(
             client, pipeline=pipeline, listing_grace_s=listing_grace_s, registry_cap=registry_cap
         )
-        super().__init__(client, self._retention_ms, agents)
+        self._records = RedisRecords(
+            client,
+            self.agents,
+            retention_ms=retention_ms,
+            pipeline=pipeline,
+            replica_wait=replica_wait,
+        )
+        self._journal = RedisJournal(client, retention_ms)
+        self._control = RedisControl(client, self.agents)
+        self._marker = RedisMarker(client)
 
     @classmethod
     def from_url(
@@ -150,26 +125,21 @@ class RedisStore(RedisControl):
             listing_grace_s=listing_grace_s,
         )
 
-    def _hot_script(self, source: str) -> Script:
-        if self._pipeline is None:
-            return self._client.register_script(source)
-        return PipelinedScript(self._pipeline, source)
-
     async def ping(self) -> None:
-        with _translated("ping"):
+        with translated("ping"):
             await self._client.ping()
             if self._pipeline is not None:
                 await self._pipeline.execute("PING")
 
     async def now_ms(self) -> int:
         reply: Any
-        with _translated("now_ms"):
+        with translated("now_ms"):
             reply = await self._client.time()
         seconds, micros = reply
         return int(seconds) * 1000 + int(micros) // 1000
 
     async def close(self) -> None:
-        with _translated("close"):
+        with translated("close"):
             await self._client.aclose()
             for client in self._extra_clients:
                 await client.aclose()
@@ -177,89 +147,10 @@ class RedisStore(RedisControl):
                 await self._pipeline.close()
 
     async def claim(self, request: ClaimRequest) -> ClaimResult:
-        key, meta = request.key, request.meta
-        keys = [
-            layout.record_key(key),
-            layout.outbox_key(key.agent),
-            layout.unknown_key(key.agent),
-            layout.batch_key(key.agent, meta.batch),
-            layout.leases_key(key.agent),
-            layout.control_key(key.agent),
-            layout.fence_key(key.agent),
-            layout.cursor_key(key.agent),
-        ]
-        epoch = self._expected_epoch
-        if epoch:
-            keys.append(layout.MARKER_KEY)
-        args = lua.CLAIM.argv(
-            ClaimArgs(
-                effect_id=key.effect_id,
-                fingerprint=request.fingerprint,
-                lease_ms=request.lease_ms,
-                ttl_ms=request.ttl_s * 1000,
-                batch=meta.batch,
-                tool_call=meta.tool_call,
-                action=meta.action,
-                upstream=meta.upstream,
-                method=meta.method,
-                path=meta.path,
-                retention_ms=self._retention_ms,
-                lapse_reason=EXPIRED_LEASE_REASON,
-                ignore_pause=request.ignore_pause,
-                reworded_may_reclaim=request.reworded_may_reclaim,
-                epoch=epoch,
-            )
-        )
-        waited: object = None
-        with _translated("claim"):
-            # Listed first: an agent must be on the worklists by the time it has a record to sweep.
-            waited_claim = self._waited_claim
-            if waited_claim is None:
-                reply = await self.agents.listed(
-                    key.agent, lambda: self._claim(keys=keys, args=args)
-                )
-            else:
-                reply, waited = await self.agents.listed(
-                    key.agent, lambda: waited_claim(keys, args)
-                )
-        if int(reply[0]) == 3:
-            raise StoreUnavailable(
-                "the store's marker is not the one its last check found: it was emptied or"
-                " restarted without its data since, so nothing was claimed until it is checked"
-            )
-        fence = int(reply[1])
-        if int(reply[0]) == 1:
-            wait = self._replica_wait
-            # Only a claim that takes the key needs its replicas: any other sends nothing.
-            short = None if wait is None else wait.shortfall(waited)
-            return ClaimResult(
-                claimed=True, fence=fence, first_attempt_ms=int(reply[2]), unreplicated=short
-            )
-        if int(reply[0]) == 2:
-            return ClaimResult(claimed=False, fence=fence, paused=decode_pause(*reply[2:6]))
-        return ClaimResult(claimed=False, fence=fence, record=decode_record(key, reply[2]))
+        return await self._records.claim(request)
 
     async def settle(self, key: RecordKey, fence: int, settlement: Settlement) -> bool:
-        args = lua.SETTLE.argv(
-            SettleArgs(
-                effect_id=key.effect_id,
-                fence=fence,
-                state=settlement.state.value,
-                event_type=settlement.event_type().value,
-                ttl_ms=settlement.ttl_s * 1000,
-                retention_ms=self._retention_ms,
-                external_id=settlement.external_id,
-                reason=settlement.reason,
-                response=_response_args(settlement.response),
-                streak=streak_args(
-                    settlement.pause_after_failures, settlement.failure(), key.agent
-                ),
-            )
-        )
-        keys = [*_state_keys(key), *control_keys(key.agent), layout.audit_key(key.agent)]
-        keys.append(layout.cursor_key(key.agent))
-        with _translated("settle"):
-            return int(await self._settle(keys=keys, args=args)) == 1
+        return await self._records.settle(key, fence, settlement)
 
     async def resolve(
         self,
@@ -269,127 +160,82 @@ class RedisStore(RedisControl):
         audit: AuditEntry | None = None,
         fence: int | None = None,
     ) -> ResolveResult:
-        args = lua.RESOLVE.argv(
-            ResolveArgs(
-                effect_id=key.effect_id,
-                expected_state=expected.value,
-                state=resolution.state.value,
-                ttl_ms=resolution.ttl_s * 1000,
-                retention_ms=self._retention_ms,
-                external_id=resolution.external_id,
-                reason=resolution.reason,
-                response=_response_args(resolution.response),
-                has_audit=audit is not None,
-                audit=audit_args(audit),
-                expected_fence=fence,
-            )
-        )
-        keys = [
-            *_state_keys(key),
-            layout.audit_key(key.agent),
-            layout.fence_key(key.agent),
-            layout.cursor_key(key.agent),
-        ]
-        with _translated("resolve"):
-            reply = await self._resolve(keys=keys, args=args)
-        record = decode_record(key, reply[1]) if reply[1] else None
-        return ResolveResult(resolved=int(reply[0]) == 1, record=record)
+        return await self._records.resolve(key, expected, resolution, audit, fence)
 
     async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
-        with _translated("renew"):
-            reply = await self._renew(
-                keys=[layout.record_key(key), layout.leases_key(key.agent)],
-                args=lua.RENEW.argv(RenewArgs(fence, lease_ms, key.effect_id)),
-            )
-        return int(reply) == 1
+        return await self._records.renew(key, fence, lease_ms)
 
     async def get(self, key: RecordKey) -> EffectRecord | None:
-        fields: Any  # bytes throughout: the client is built with decode_responses=False
-        with _translated("get"):
-            if self._pipeline is None:
-                fields = await self._client.hgetall(layout.record_key(key))
-            else:
-                fields = await self._pipeline.execute("HGETALL", layout.record_key(key))
-        return decode_record(key, fields) if fields else None
+        return await self._records.get(key)
 
     async def list_unknown(self, agent: str, limit: int = 100) -> list[EffectRecord]:
-        index = layout.unknown_key(agent)
-        found: list[EffectRecord] = []
-        start = 0
-        ids: Any
-        with _translated("list_unknown"):
-            while len(found) < limit:
-                # Stale entries are dropped by the fetch, so later pages shift down.
-                ids = await self._client.zrange(index, start, start + limit - len(found) - 1)
-                if not ids:
-                    break
-                args = lua.FETCH_UNKNOWN.argv(FetchUnknownArgs(tuple(ids)))
-                live = await self._fetch(self._fetch_unknown, index, agent, ids, args)
-                found += [decode_record(RecordKey(agent, i.decode()), r) for i, r in live]
-                start += len(live)
-        return found
+        return await self._records.list_unknown(agent, limit)
 
     async def batch_records(self, agent: str, batch: str) -> list[EffectRecord]:
-        """The batch set lives as long as the records an outcome gave a TTL; a held record (in
-        flight or unknown) may outlive it, so those come from the leases and review indexes."""
-        index = layout.batch_key(agent, batch)
-        listed: Any
-        held: Any
-        with _translated("batch_records"):
-            async with self._client.pipeline(transaction=False) as pipe:
-                pipe.smembers(index)
-                pipe.zrange(layout.leases_key(agent), 0, -1)
-                pipe.zrange(layout.unknown_key(agent), 0, -1)
-                listed, *held = await pipe.execute()
-            ids = sorted(set(listed).union(*held))
-            args = lua.FETCH_BATCH.argv(FetchBatchArgs(tuple(ids)))
-            replies = await self._fetch(self._fetch_batch, index, agent, ids, args) if ids else []
-        records = [decode_record(RecordKey(agent, i.decode()), r) for i, r in replies if r]
-        records.sort(key=lambda record: record.created_ms)
-        return records
+        return await self._records.batch_records(agent, batch)
 
-    async def _fetch(
-        self, script: Any, index: str, agent: str, ids: Sequence[bytes], args: list[ScriptArg]
-    ) -> list[tuple[bytes, Any]]:
-        """The live records listed in ``index`` under ``ids``; the script drops stale entries."""
-        keys = [index] + [layout.record_key(RecordKey(agent, i.decode())) for i in ids]
-        replies = await script(keys=keys, args=args)
-        return [(i, reply) for i, reply in zip(ids, replies, strict=True) if reply]
+    async def sweep_expired(self, agent: str, limit: int = 100) -> list[EffectRecord]:
+        return await self._records.sweep_expired(agent, limit)
 
     async def read_events(
         self, agent: str, after: str | None = None, limit: int = 100
     ) -> list[EffectEvent]:
-        if after is not None and not STREAM_ID.fullmatch(after):
-            raise ValueError(f"not an event id of the redis store: {after!r}")
-        if limit <= 0:
-            return []  # XRANGE refuses COUNT 0
-        start = "-" if after is None else f"({after}"
-        entries: Any
-        with _translated("read_events"):
-            entries = await self._client.xrange(layout.outbox_key(agent), start, "+", count=limit)
-        return [decode_event(agent, event_id, fields) for event_id, fields in entries]
+        return await self._journal.read_events(agent, after, limit)
 
-    async def sweep_expired(self, agent: str, limit: int = 100) -> list[EffectRecord]:
-        """Candidates come from the leases index by this host's clock; the script decides by
-        Redis's, so a skewed host clock delays a sweep but never lapses a live lease."""
-        if limit <= 0:
-            return []
-        leases = layout.leases_key(agent)
-        ids: Any
-        with _translated("sweep_expired"):
-            ids = await self._client.zrangebyscore(leases, "-inf", wall_ms(), start=0, num=limit)
-            if not ids:
-                return []
-            keys = [leases, layout.outbox_key(agent), layout.unknown_key(agent)]
-            keys.append(layout.cursor_key(agent))
-            keys += [layout.record_key(RecordKey(agent, i.decode())) for i in ids]
-            lapsed = await self._sweep(
-                keys=keys,
-                args=lua.SWEEP.argv(
-                    SweepArgs(self._retention_ms, EXPIRED_LEASE_REASON, tuple(ids))
-                ),
-            )
-        return [decode_record(RecordKey(agent, i.decode()), fields) for i, fields in lapsed]
+    async def count_events(self, agent: str, after: str | None = None, cap: int = 10_000) -> int:
+        return await self._journal.count_events(agent, after, cap)
+
+    async def read_cursor(self, agent: str) -> DeliveryCursor:
+        return await self._journal.read_cursor(agent)
+
+    async def write_cursor(
+        self, agent: str, cursor: DeliveryCursor, audit: AuditEntry | None = None
+    ) -> DeliveryCursor | None:
+        return await self._journal.write_cursor(agent, cursor, audit)
+
+    async def append_audit(self, entry: AuditEntry) -> AuditEntry:
+        return await self._journal.append_audit(entry)
+
+    async def read_audit(self, agent: str, limit: int = 100) -> list[AuditEntry]:
+        return await self._journal.read_audit(agent, limit)
+
+    async def clear_batch(
+        self,
+        agent: str,
+        batch: str,
+        freed: Sequence[FreedRecord],
+        archive: bytes | None,
+        audit: AuditEntry,
+    ) -> list[str]:
+        return await self._journal.clear_batch(agent, batch, freed, archive, audit)
+
+    async def read_archive(self, agent: str, batch: str) -> bytes | None:
+        return await self._journal.read_archive(agent, batch)
+
+    async def list_agents(self) -> list[str]:
+        with translated("list_agents"):
+            return await self.agents.list_agents()
+
+    async def list_busy_agents(self, work: Work) -> list[str]:
+        with translated("list_busy_agents"):
+            return await self.agents.list_busy_agents(work)
+
+    async def forget_agents(self) -> Forgotten:
+        with translated("forget_agents"):
+            return await self.agents.forget_agents()
+
+    async def read_control(self, agent: str) -> AgentControl:
+        return await self._control.read_control(agent)
+
+    async def write_pause(
+        self,
+        agent: str,
+        version: int,
+        pause: Pause | None,
+        audit: AuditEntry,
+        reset_failures: bool = False,
+    ) -> AgentControl | None:
+        return await self._control.write_pause(agent, version, pause, audit, reset_failures)
 
     async def durability(self) -> Durability:
         return await redis_durability.durability(self._client)
@@ -398,8 +244,9 @@ class RedisStore(RedisControl):
         return await self._marker.check(seen)
 
     def expect_marker(self, marker: Marker | None) -> None:
+        # On Redis Cluster the marker lives in a slot of its own, which no claim can read.
         if not isinstance(self._client, RedisCluster):
-            self._expected_epoch = marker.epoch if marker is not None else ""
+            self._records.expected_epoch = marker.epoch if marker is not None else ""
 
     async def record_loss(self, kind: LossKind, detail: str) -> Loss:
         return await self._marker.record_loss(kind, detail)
@@ -409,88 +256,3 @@ class RedisStore(RedisControl):
 
     async def read_store_log(self, limit: int = 100) -> list[AuditEntry]:
         return await self._marker.read_log(limit)
-
-
-def _state_keys(key: RecordKey) -> list[str]:
-    """The keys a settle or resolve script changes: record, outbox, review zset, leases."""
-    return [
-        layout.record_key(key),
-        layout.outbox_key(key.agent),
-        layout.unknown_key(key.agent),
-        layout.leases_key(key.agent),
-    ]
-
-
-def _response_args(response: StoredResponse | None) -> ResponseArgs:
-    if response is None:
-        return NO_RESPONSE
-    headers = dump_headers(response.headers)
-    return ResponseArgs(True, response.status, headers, response.body, response.body_truncated)
-
-
-def decode_record(key: RecordKey, raw: Any) -> EffectRecord:
-    """A record from its hash: ``HGETALL`` as a dict of bytes, or flat from a script."""
-    try:
-        fields: dict[bytes, bytes]
-        fields = raw if isinstance(raw, dict) else dict(zip(raw[::2], raw[1::2], strict=True))
-
-        def text(name: str) -> str:
-            return fields[name.encode()].decode()
-
-        response = None
-        if RecordField.STATUS.encode() in fields:
-            response = StoredResponse(
-                status=int(text(RecordField.STATUS)),
-                headers=load_headers(fields[RecordField.HEADERS.encode()]),
-                body=fields[RecordField.BODY.encode()],
-                body_truncated=text(RecordField.TRUNCATED) == "1",
-            )
-        return EffectRecord(
-            key=key,
-            state=RecordState(text(RecordField.STATE)),
-            fence=int(text(RecordField.FENCE)),
-            fingerprint=text(RecordField.FINGERPRINT),
-            meta=EffectMeta(
-                batch=text(RecordField.BATCH),
-                tool_call=text(RecordField.TOOL_CALL),
-                action=text(RecordField.ACTION),
-                upstream=text(RecordField.UPSTREAM),
-                method=text(RecordField.METHOD),
-                path=text(RecordField.PATH),
-            ),
-            lease_expires_ms=int(text(RecordField.LEASE_EXPIRES_MS)),
-            created_ms=int(text(RecordField.CREATED_MS)),
-            updated_ms=int(text(RecordField.UPDATED_MS)),
-            attempts=int(text(RecordField.ATTEMPTS)),
-            response=response,
-            external_id=text(RecordField.EXTERNAL_ID),
-            reason=text(RecordField.REASON),
-        )
-    except (KeyError, ValueError, TypeError, AttributeError) as exc:
-        raise StoreCorrupt(f"effect record {key} cannot be decoded: {exc!r}") from exc
-
-
-def decode_event(agent: str, event_id: Any, raw: Any) -> EffectEvent:
-    """An event from its outbox stream entry."""
-    try:
-        fields = {name.decode(): value.decode() for name, value in raw.items()}
-        return EffectEvent(
-            event_id=event_id.decode(),
-            type=EventType(fields[EventField.TYPE]),
-            key=RecordKey(agent, fields[EventField.EFFECT_ID]),
-            meta=EffectMeta(
-                batch=fields[EventField.BATCH],
-                tool_call=fields[EventField.TOOL_CALL],
-                action=fields[EventField.ACTION],
-                upstream=fields[EventField.UPSTREAM],
-                method=fields[EventField.METHOD],
-                path=fields[EventField.PATH],
-            ),
-            status=int(fields[EventField.STATUS]),
-            external_id=fields[EventField.EXTERNAL_ID],
-            reason=fields[EventField.REASON],
-            ts_ms=int(fields[EventField.TS_MS]),
-            state=fields.get(EventField.STATE, ""),
-        )
-    except (KeyError, ValueError, TypeError, AttributeError) as exc:
-        raise StoreCorrupt(f"event {event_id!r} of agent {agent!r} cannot be decoded") from exc
