@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from idemproxy.store.redis import argv, lua
+from idemproxy.store.redis import lua
 from idemproxy.store.redis.keys import RecordField
 
 # A named argument: ``local lease_ms = tonumber(ARGV[3])``, or the rest: ``argv_from(4)``.
@@ -99,30 +99,6 @@ def test_a_placeholder_becomes_the_fields_name_on_the_wire() -> None:
     text = lua.with_fields("HMGET(record, '{{record.fingerprint}}', '{{record.batch_key}}')")
     assert text == f"HMGET(record, '{RecordField.FINGERPRINT}', '{RecordField.BATCH_KEY}')"
     assert text == "HMGET(record, 'fp', 'bkey')"
-
-
-def test_argv_is_sent_as_the_scripts_compare_it() -> None:
-    args = argv.ResolveArgs(
-        effect_id="e",
-        expected_state="unknown",
-        state="completed",
-        ttl_ms=1000,
-        retention_ms=2000,
-        external_id="",
-        reason="r",
-        response=argv.ResponseArgs(True, 201, b"[]", b"body", False),
-        has_audit=False,
-        audit=argv.NO_AUDIT,
-        expected_fence=None,
-    )
-    assert lua.RESOLVE.argv(args) == [
-        *("e", "unknown", "completed", 1000, 2000, "", "r"),
-        *("1", 201, b"[]", b"body", "0"),
-        *("0", 0, "", "", "", "", "", ""),
-        "",
-    ]
-    listed = lua.FORGET.argv(argv.ForgetArgs(7, ("a", 1, 0, "b", 2, 1)))
-    assert listed == [7, "a", 1, 0, "b", 2, 1]
 
 
 def test_an_installed_wheel_carries_the_scripts() -> None:

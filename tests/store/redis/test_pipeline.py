@@ -23,8 +23,9 @@ from redis.exceptions import (
 from idemproxy.store.base import StoreUnavailable
 from idemproxy.store.records import ClaimRequest, EffectMeta, RecordKey
 from idemproxy.store.redis.client import clients_from_url
-from idemproxy.store.redis.pipeline import Endpoint, PipelinedRedis, PipelinedScript
+from idemproxy.store.redis.pipeline import PipelinedRedis, PipelinedScript
 from idemproxy.store.redis.store import RedisStore
+from idemproxy.store.redis.wire import Endpoint
 from tests.store.conftest import RedisServer, free_port
 from tests.store.redis.test_connection import freeze, stalled, thaw
 

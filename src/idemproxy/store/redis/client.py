@@ -31,7 +31,8 @@ from redis.backoff import ConstantBackoff
 from redis.exceptions import ConnectionError
 
 from idemproxy.store.redis import connection as redis_connection
-from idemproxy.store.redis.pipeline import Endpoint, PipelinedRedis
+from idemproxy.store.redis.pipeline import PipelinedRedis
+from idemproxy.store.redis.wire import Endpoint
 
 CONNECT_TIMEOUT_S = 1.0
 OPERATION_TIMEOUT_S = 2.0

@@ -9,8 +9,8 @@ redis-py. With ``wait_replicas`` in the URL a claim also waits for replicas to h
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -45,17 +45,11 @@ from idemproxy.store.redis.codec import decode_record, response_args
 from idemproxy.store.redis.control import control_keys, decode_pause, streak_args
 from idemproxy.store.redis.errors import translated
 from idemproxy.store.redis.journal import audit_args
-from idemproxy.store.redis.pipeline import PipelinedRedis, PipelinedScript
+from idemproxy.store.redis.pipeline import PipelinedRedis, hot_script
 from idemproxy.store.redis.replicas import ReplicaWait
 from idemproxy.store.redis.wait import WaitedScript, waited_script
 
 EXPIRED_LEASE_REASON = "lease expired: the proxy holding this request stopped"
-
-
-class Script(Protocol):
-    """A registered Lua script: redis-py's ``AsyncScript`` or a :class:`PipelinedScript`."""
-
-    def __call__(self, keys: Sequence[str], args: Sequence[ScriptArg]) -> Awaitable[Any]: ...
 
 
 class RedisRecords:
@@ -78,21 +72,16 @@ class RedisRecords:
         self._replica_wait = replica_wait
         # The marker's epoch as the last check saw it; '' claims without comparing.
         self.expected_epoch = ""
-        self._claim = self._hot_script(lua.CLAIM.source)
+        self._claim = hot_script(client, pipeline, lua.CLAIM.source)
         self._waited_claim: WaitedScript | None = None
         if replica_wait is not None:
             self._waited_claim = waited_script(client, pipeline, lua.CLAIM.source, replica_wait)
-        self._settle = self._hot_script(lua.SETTLE.source)
-        self._renew = self._hot_script(lua.RENEW.source)
-        self._resolve = self._hot_script(lua.RESOLVE.source)
+        self._settle = hot_script(client, pipeline, lua.SETTLE.source)
+        self._renew = hot_script(client, pipeline, lua.RENEW.source)
+        self._resolve = hot_script(client, pipeline, lua.RESOLVE.source)
         self._fetch_unknown = client.register_script(lua.FETCH_UNKNOWN.source)
         self._fetch_batch = client.register_script(lua.FETCH_BATCH.source)
         self._sweep = client.register_script(lua.SWEEP.source)
-
-    def _hot_script(self, source: str) -> Script:
-        if self._pipeline is None:
-            return self._client.register_script(source)
-        return PipelinedScript(self._pipeline, source)
 
     async def claim(self, request: ClaimRequest) -> ClaimResult:
         key, meta = request.key, request.meta
