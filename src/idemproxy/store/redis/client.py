@@ -61,10 +61,10 @@ class BoundedPool(ConnectionPool):
     """A pool where a command past ``max_connections`` waits for a free connection.
 
     redis-py's own pool fails such a command ("Too many connections"), and its
-    BlockingConnectionPool waits but takes a condition and a timer on every command, which
-    costs a busy proxy several percent of its CPU. A semaphore costs a counter until the pool is
-    exhausted; a command that cannot get a connection within OPERATION_TIMEOUT_S fails as a
-    connection error, which the store reports as unavailable.
+    BlockingConnectionPool waits but takes a condition and a timer on every command, which a
+    busy proxy pays for in CPU (docs/performance.md, "Redis store"). A semaphore costs a counter
+    until the pool is exhausted; a command that cannot get a connection within
+    OPERATION_TIMEOUT_S fails as a connection error, which the store reports as unavailable.
     """
 
     def __init__(self, **kwargs: Any) -> None:

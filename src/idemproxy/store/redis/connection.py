@@ -3,10 +3,10 @@
 Two costs of redis-py's asyncio connection stood out in profiles of a busy proxy, whose claims
 and settles are Lua script calls of some 25 arguments each:
 
-- It packs a command argument by argument in Python: 41.5 us for such a call on the bench VM,
-  where hiredis's ``pack_command`` (the packer redis-py's synchronous client uses) writes the
-  same bytes in 6 us. For an argument hiredis does not take, redis-py packs as before, so its
-  errors for bad arguments stay.
+- It packs a command argument by argument in Python, where hiredis's ``pack_command`` (the
+  packer redis-py's synchronous client uses) writes the same bytes in C, several times faster
+  (docs/performance.md, "Redis store", has the figures). For an argument hiredis does not
+  take, redis-py packs as before, so its errors for bad arguments stay.
 - With a socket timeout set, it bounds every write with ``asyncio.wait_for``, which on Python
   3.11 runs the write in a task of its own: a task and an extra turn of the event loop per
   command. But a small command on an open connection cannot wait: the reply to the command

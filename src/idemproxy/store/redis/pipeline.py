@@ -1,14 +1,14 @@
 """One Redis connection with many commands in flight: the store's hot path.
 
 redis-py lends every command a pooled connection for its round trip: a pool checkout, a retry
-wrapper, a stream write and a stream read, some 60 us of Python per command on the bench VM.
-A recorded request makes two such commands (the claim and the settle scripts), so that was a
-large part of its cost. Redis answers the commands of one connection in the order they came,
-so the commands of all requests can share one connection instead: a call queues its command
-and a future, and each reply that arrives resolves the oldest future. hiredis packs the
-commands and parses the replies in C. The commands of one turn of the event loop leave in one
-write, and under load one read brings the replies of many requests at once. A call then costs
-about a quarter of redis-py's.
+wrapper, a stream write and a stream read, all in Python. A recorded request makes two such
+commands (the claim and the settle scripts), so that was a large part of its cost. Redis
+answers the commands of one connection in the order they came, so the commands of all requests
+can share one connection instead: a call queues its command and a future, and each reply that
+arrives resolves the oldest future. hiredis packs the commands and parses the replies in C.
+The commands of one turn of the event loop leave in one write, and under load one read brings
+the replies of many requests at once. A call then costs a fraction of redis-py's
+(docs/performance.md, "Redis store", has the figures).
 
 Failures, so that a dead or stuck Redis is reported quickly and nothing is sent twice:
 
