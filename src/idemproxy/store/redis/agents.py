@@ -27,9 +27,18 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store.clock import wall_ms
-from idemproxy.store.redis import keys as layout
 from idemproxy.store.redis import lua
 from idemproxy.store.redis.argv import ForgetArgs, ListArgs, ScriptArg, StaleArgs, TrimRegistryArgs
+from idemproxy.store.redis.keys import (
+    AGENTS_KEY,
+    SEEDED_KEY,
+    control_key,
+    cursor_key,
+    leases_key,
+    outbox_key,
+    unknown_key,
+    worklist_key,
+)
 from idemproxy.store.redis.pipeline import PipelinedRedis, PipelinedScript
 from idemproxy.store.retention import AUDIT_RETENTION_S
 from idemproxy.store.work import Forgotten, Work
@@ -46,7 +55,7 @@ FORGET_AFTER_MS = (AUDIT_RETENTION_S + 86_400) * 1000
 # seeding): this bounds what one pass costs, however many agents there are.
 CHECKS_PER_PASS = 500
 
-_WORKLISTS = [layout.worklist_key(Work.REVIEW), layout.worklist_key(Work.DELIVERY)]
+_WORKLISTS = [worklist_key(Work.REVIEW), worklist_key(Work.DELIVERY)]
 
 
 class RedisAgents:
@@ -96,9 +105,9 @@ class RedisAgents:
         if listed_at is not None:
             return listed_at
         if self._pipeline is None:
-            seen = self._client.zadd(layout.AGENTS_KEY, {agent.encode(): wall_ms()})
+            seen = self._client.zadd(AGENTS_KEY, {agent.encode(): wall_ms()})
         else:
-            seen = self._pipeline.execute("ZADD", layout.AGENTS_KEY, wall_ms(), agent)
+            seen = self._pipeline.execute("ZADD", AGENTS_KEY, wall_ms(), agent)
         await asyncio.gather(
             seen, self._list_now(keys=_WORKLISTS, args=lua.LIST.argv(ListArgs((agent,))))
         )
@@ -121,17 +130,17 @@ class RedisAgents:
 
     async def list_agents(self) -> list[str]:
         members: Any
-        await self._client.zremrangebyscore(layout.AGENTS_KEY, "-inf", wall_ms() - FORGET_AFTER_MS)
-        members = await self._client.zrange(layout.AGENTS_KEY, 0, -1)
+        await self._client.zremrangebyscore(AGENTS_KEY, "-inf", wall_ms() - FORGET_AFTER_MS)
+        members = await self._client.zrange(AGENTS_KEY, 0, -1)
         return sorted(_decoded(members))
 
     async def list_busy_agents(self, work: Work) -> list[str]:
-        members: Any = await self._client.zrange(layout.worklist_key(work), 0, -1)
+        members: Any = await self._client.zrange(worklist_key(work), 0, -1)
         return sorted(_decoded(members))
 
     async def forget_agents(self) -> Forgotten:
         over_cap = await self._trim(
-            keys=[layout.AGENTS_KEY],
+            keys=[AGENTS_KEY],
             args=lua.TRIM_REGISTRY.argv(
                 TrimRegistryArgs(wall_ms() - FORGET_AFTER_MS, self._registry_cap)
             ),
@@ -153,11 +162,11 @@ class RedisAgents:
     async def _work_of(self, agent: str) -> tuple[int, int]:
         """Whether the agent has review and delivery work (1 or 0 each)."""
         keys = [
-            layout.leases_key(agent),
-            layout.unknown_key(agent),
-            layout.control_key(agent),
-            layout.cursor_key(agent),
-            layout.outbox_key(agent),
+            leases_key(agent),
+            unknown_key(agent),
+            control_key(agent),
+            cursor_key(agent),
+            outbox_key(agent),
         ]
         review, delivery = await self._work(keys=keys)
         return int(review), int(delivery)
@@ -165,11 +174,11 @@ class RedisAgents:
     async def _seed(self) -> None:
         """Check the next page of the registry and list its agents with work; once through,
         mark the worklists seeded so that no store walks the registry again."""
-        if await self._client.exists(layout.SEEDED_KEY):
+        if await self._client.exists(SEEDED_KEY):
             self._seeded = True
             return
         page: Any = await self._client.zrangebyscore(
-            layout.AGENTS_KEY,
+            AGENTS_KEY,
             self._walk_score,
             "+inf",
             start=self._walk_skip,
@@ -181,7 +190,7 @@ class RedisAgents:
         if busy:
             await self._list(keys=_WORKLISTS, args=lua.LIST.argv(ListArgs(tuple(busy))))
         if len(page) < CHECKS_PER_PASS:
-            await self._client.set(layout.SEEDED_KEY, b"1")
+            await self._client.set(SEEDED_KEY, b"1")
             self._seeded = True
             return
         # Members of one score are ordered by name, so the next page starts after those of the

@@ -15,20 +15,25 @@ from redis.asyncio.cluster import RedisCluster
 from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.control import MAX_STREAK, AgentControl, FailedAttempt, Pause, PauseOrigin
 from idemproxy.store.journal import AuditEntry
-from idemproxy.store.redis import keys as layout
 from idemproxy.store.redis import lua
 from idemproxy.store.redis.agents import RedisAgents
 from idemproxy.store.redis.argv import StreakArgs, WritePauseArgs
 from idemproxy.store.redis.errors import translated
 from idemproxy.store.redis.journal import audit_args
-from idemproxy.store.redis.keys import ControlField
+from idemproxy.store.redis.keys import (
+    ControlField,
+    audit_key,
+    control_key,
+    snapshot_key,
+    streak_key,
+)
 from idemproxy.store.retention import CONTROL_RETENTION_S
 
 _PAUSE_FIELDS = (ControlField.PAUSED, ControlField.REASON, ControlField.ACTOR, ControlField.SINCE)
 
 
 def control_keys(agent: str) -> list[str]:
-    return [layout.control_key(agent), layout.streak_key(agent), layout.snapshot_key(agent)]
+    return [control_key(agent), streak_key(agent), snapshot_key(agent)]
 
 
 def streak_args(limit: int, error: str | None, agent: str) -> StreakArgs:
@@ -87,7 +92,7 @@ class RedisControl:
             # Before the pause: a paused agent must be on the sweep's worklist, to be counted.
             await self._agents.register(agent)
             reply = await self._write_pause(
-                keys=[*control_keys(agent), layout.audit_key(agent)], args=args
+                keys=[*control_keys(agent), audit_key(agent)], args=args
             )
         return decode_control(agent, reply[1]) if int(reply[0]) == 1 else None
 

@@ -17,7 +17,6 @@ from idemproxy.store.base import StoreCorrupt
 from idemproxy.store.clock import wall_ms
 from idemproxy.store.journal import AuditEntry, DeliveryCursor, FreedRecord
 from idemproxy.store.records import EffectEvent, EffectMeta, EventType, RecordKey
-from idemproxy.store.redis import keys as layout
 from idemproxy.store.redis import lua
 from idemproxy.store.redis.argv import (
     NO_AUDIT,
@@ -28,7 +27,17 @@ from idemproxy.store.redis.argv import (
     WriteCursorArgs,
 )
 from idemproxy.store.redis.errors import translated
-from idemproxy.store.redis.keys import AuditField, CursorField, EventField
+from idemproxy.store.redis.keys import (
+    AuditField,
+    CursorField,
+    EventField,
+    archive_key,
+    audit_key,
+    batch_key,
+    cursor_key,
+    outbox_key,
+    record_key,
+)
 from idemproxy.store.retention import ARCHIVE_RETENTION_S, AUDIT_RETENTION_S
 
 STREAM_ID = re.compile(r"\d+-\d+")  # an event or audit entry id
@@ -67,7 +76,7 @@ class RedisJournal:
         start = "-" if after is None else f"({after}"
         entries: Any
         with translated("read_events"):
-            entries = await self._client.xrange(layout.outbox_key(agent), start, "+", count=limit)
+            entries = await self._client.xrange(outbox_key(agent), start, "+", count=limit)
         return [decode_event(agent, event_id, fields) for event_id, fields in entries]
 
     async def count_events(self, agent: str, after: str | None = None, cap: int = 10_000) -> int:
@@ -78,13 +87,13 @@ class RedisJournal:
         start = "-" if after is None else f"({after}"
         with translated("count_events"):
             args = lua.COUNT_EVENTS.argv(CountEventsArgs(start, cap))
-            count = await self._count_events(keys=[layout.outbox_key(agent)], args=args)
+            count = await self._count_events(keys=[outbox_key(agent)], args=args)
         return int(count)
 
     async def read_cursor(self, agent: str) -> DeliveryCursor:
         raw: Any
         with translated("read_cursor"):
-            raw = await self._client.hgetall(layout.cursor_key(agent))
+            raw = await self._client.hgetall(cursor_key(agent))
         if not raw:
             return DeliveryCursor()
         try:
@@ -105,7 +114,7 @@ class RedisJournal:
     async def write_cursor(
         self, agent: str, cursor: DeliveryCursor, audit: AuditEntry | None = None
     ) -> DeliveryCursor | None:
-        keys = [layout.cursor_key(agent), layout.audit_key(agent), layout.outbox_key(agent)]
+        keys = [cursor_key(agent), audit_key(agent), outbox_key(agent)]
         fields: list[ScriptArg] = []
         for attribute, field in _CURSOR_FIELDS.items():
             fields += [field.value, getattr(cursor, attribute)]
@@ -123,7 +132,7 @@ class RedisJournal:
         return dataclasses.replace(cursor, version=cursor.version + 1) if written else None
 
     async def append_audit(self, entry: AuditEntry) -> AuditEntry:
-        stream = layout.audit_key(entry.agent)
+        stream = audit_key(entry.agent)
         fields = {
             AuditField.ACTION: entry.action,
             AuditField.ACTOR: entry.actor,
@@ -146,7 +155,7 @@ class RedisJournal:
             return []
         entries: Any
         with translated("read_audit"):
-            entries = await self._client.xrevrange(layout.audit_key(agent), count=limit)
+            entries = await self._client.xrevrange(audit_key(agent), count=limit)
         return [decode_audit(agent, entry_id, fields) for entry_id, fields in reversed(entries)]
 
     async def clear_batch(
@@ -157,9 +166,9 @@ class RedisJournal:
         archive: bytes | None,
         audit: AuditEntry,
     ) -> list[str]:
-        keys = [layout.batch_key(agent, batch), layout.archive_key(agent, batch)]
-        keys += [layout.audit_key(agent)]
-        keys += [layout.record_key(RecordKey(agent, item.effect_id)) for item in freed]
+        keys = [batch_key(agent, batch), archive_key(agent, batch)]
+        keys += [audit_key(agent)]
+        keys += [record_key(RecordKey(agent, item.effect_id)) for item in freed]
         pairs: list[ScriptArg] = []
         for item in freed:
             pairs += [item.effect_id, item.fence]
@@ -180,7 +189,7 @@ class RedisJournal:
     async def read_archive(self, agent: str, batch: str) -> bytes | None:
         archive: Any
         with translated("read_archive"):
-            archive = await self._client.get(layout.archive_key(agent, batch))
+            archive = await self._client.get(archive_key(agent, batch))
         return bytes(archive) if archive is not None else None
 
 

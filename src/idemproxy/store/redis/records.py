@@ -28,7 +28,6 @@ from idemproxy.store.records import (
     ResolveResult,
     Settlement,
 )
-from idemproxy.store.redis import keys as layout
 from idemproxy.store.redis import lua
 from idemproxy.store.redis.agents import RedisAgents
 from idemproxy.store.redis.argv import (
@@ -45,6 +44,18 @@ from idemproxy.store.redis.codec import decode_record, response_args
 from idemproxy.store.redis.control import control_keys, decode_pause, streak_args
 from idemproxy.store.redis.errors import translated
 from idemproxy.store.redis.journal import audit_args
+from idemproxy.store.redis.keys import (
+    MARKER_KEY,
+    audit_key,
+    batch_key,
+    control_key,
+    cursor_key,
+    fence_key,
+    leases_key,
+    outbox_key,
+    record_key,
+    unknown_key,
+)
 from idemproxy.store.redis.pipeline import PipelinedRedis, hot_script
 from idemproxy.store.redis.replicas import ReplicaWait
 from idemproxy.store.redis.wait import WaitedScript, waited_script
@@ -86,18 +97,18 @@ class RedisRecords:
     async def claim(self, request: ClaimRequest) -> ClaimResult:
         key, meta = request.key, request.meta
         keys = [
-            layout.record_key(key),
-            layout.outbox_key(key.agent),
-            layout.unknown_key(key.agent),
-            layout.batch_key(key.agent, meta.batch),
-            layout.leases_key(key.agent),
-            layout.control_key(key.agent),
-            layout.fence_key(key.agent),
-            layout.cursor_key(key.agent),
+            record_key(key),
+            outbox_key(key.agent),
+            unknown_key(key.agent),
+            batch_key(key.agent, meta.batch),
+            leases_key(key.agent),
+            control_key(key.agent),
+            fence_key(key.agent),
+            cursor_key(key.agent),
         ]
         epoch = self.expected_epoch
         if epoch:
-            keys.append(layout.MARKER_KEY)
+            keys.append(MARKER_KEY)
         args = lua.CLAIM.argv(
             ClaimArgs(
                 effect_id=key.effect_id,
@@ -167,8 +178,8 @@ class RedisRecords:
                 ),
             )
         )
-        keys = [*_state_keys(key), *control_keys(key.agent), layout.audit_key(key.agent)]
-        keys.append(layout.cursor_key(key.agent))
+        keys = [*_state_keys(key), *control_keys(key.agent), audit_key(key.agent)]
+        keys.append(cursor_key(key.agent))
         with translated("settle"):
             return int(await self._settle(keys=keys, args=args)) == 1
 
@@ -197,9 +208,9 @@ class RedisRecords:
         )
         keys = [
             *_state_keys(key),
-            layout.audit_key(key.agent),
-            layout.fence_key(key.agent),
-            layout.cursor_key(key.agent),
+            audit_key(key.agent),
+            fence_key(key.agent),
+            cursor_key(key.agent),
         ]
         with translated("resolve"):
             reply = await self._resolve(keys=keys, args=args)
@@ -209,7 +220,7 @@ class RedisRecords:
     async def renew(self, key: RecordKey, fence: int, lease_ms: int) -> bool:
         with translated("renew"):
             reply = await self._renew(
-                keys=[layout.record_key(key), layout.leases_key(key.agent)],
+                keys=[record_key(key), leases_key(key.agent)],
                 args=lua.RENEW.argv(RenewArgs(fence, lease_ms, key.effect_id)),
             )
         return int(reply) == 1
@@ -218,13 +229,13 @@ class RedisRecords:
         fields: Any  # bytes throughout: the client is built with decode_responses=False
         with translated("get"):
             if self._pipeline is None:
-                fields = await self._client.hgetall(layout.record_key(key))
+                fields = await self._client.hgetall(record_key(key))
             else:
-                fields = await self._pipeline.execute("HGETALL", layout.record_key(key))
+                fields = await self._pipeline.execute("HGETALL", record_key(key))
         return decode_record(key, fields) if fields else None
 
     async def list_unknown(self, agent: str, limit: int = 100) -> list[EffectRecord]:
-        index = layout.unknown_key(agent)
+        index = unknown_key(agent)
         found: list[EffectRecord] = []
         start = 0
         ids: Any
@@ -243,14 +254,14 @@ class RedisRecords:
     async def batch_records(self, agent: str, batch: str) -> list[EffectRecord]:
         """The batch set lives as long as the records an outcome gave a TTL; a held record (in
         flight or unknown) may outlive it, so those come from the leases and review indexes."""
-        index = layout.batch_key(agent, batch)
+        index = batch_key(agent, batch)
         listed: Any
         held: Any
         with translated("batch_records"):
             async with self._client.pipeline(transaction=False) as pipe:
                 pipe.smembers(index)
-                pipe.zrange(layout.leases_key(agent), 0, -1)
-                pipe.zrange(layout.unknown_key(agent), 0, -1)
+                pipe.zrange(leases_key(agent), 0, -1)
+                pipe.zrange(unknown_key(agent), 0, -1)
                 listed, *held = await pipe.execute()
             ids = sorted(set(listed).union(*held))
             args = lua.FETCH_BATCH.argv(FetchBatchArgs(tuple(ids)))
@@ -263,7 +274,7 @@ class RedisRecords:
         self, script: Any, index: str, agent: str, ids: Sequence[bytes], args: list[ScriptArg]
     ) -> list[tuple[bytes, Any]]:
         """The live records listed in ``index`` under ``ids``; the script drops stale entries."""
-        keys = [index] + [layout.record_key(RecordKey(agent, i.decode())) for i in ids]
+        keys = [index] + [record_key(RecordKey(agent, i.decode())) for i in ids]
         replies = await script(keys=keys, args=args)
         return [(i, reply) for i, reply in zip(ids, replies, strict=True) if reply]
 
@@ -272,15 +283,15 @@ class RedisRecords:
         Redis's, so a skewed host clock delays a sweep but never lapses a live lease."""
         if limit <= 0:
             return []
-        leases = layout.leases_key(agent)
+        leases = leases_key(agent)
         ids: Any
         with translated("sweep_expired"):
             ids = await self._client.zrangebyscore(leases, "-inf", wall_ms(), start=0, num=limit)
             if not ids:
                 return []
-            keys = [leases, layout.outbox_key(agent), layout.unknown_key(agent)]
-            keys.append(layout.cursor_key(agent))
-            keys += [layout.record_key(RecordKey(agent, i.decode())) for i in ids]
+            keys = [leases, outbox_key(agent), unknown_key(agent)]
+            keys.append(cursor_key(agent))
+            keys += [record_key(RecordKey(agent, i.decode())) for i in ids]
             lapsed = await self._sweep(
                 keys=keys,
                 args=lua.SWEEP.argv(
@@ -293,8 +304,8 @@ class RedisRecords:
 def _state_keys(key: RecordKey) -> list[str]:
     """The keys a settle or resolve script changes: record, outbox, review zset, leases."""
     return [
-        layout.record_key(key),
-        layout.outbox_key(key.agent),
-        layout.unknown_key(key.agent),
-        layout.leases_key(key.agent),
+        record_key(key),
+        outbox_key(key.agent),
+        unknown_key(key.agent),
+        leases_key(key.agent),
     ]

@@ -22,7 +22,6 @@ from redis.asyncio.cluster import RedisCluster
 from idemproxy.store.base import StoreCorrupt, StoreUnavailable
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.memory_safety import fresh_id
-from idemproxy.store.redis import keys as layout
 from idemproxy.store.redis import lua
 from idemproxy.store.redis.argv import (
     NO_LOG_ENTRY,
@@ -35,7 +34,7 @@ from idemproxy.store.redis.argv import (
 )
 from idemproxy.store.redis.errors import translated
 from idemproxy.store.redis.journal import decode_audit
-from idemproxy.store.redis.keys import LossField, MarkerField
+from idemproxy.store.redis.keys import LOSS_KEY, MARKER_KEY, STORE_LOG_KEY, LossField, MarkerField
 from idemproxy.store.safety import (
     LOG_LIMIT,
     Loss,
@@ -52,7 +51,7 @@ from idemproxy.store.safety import (
 # A check that loses the race this often in a row is reported as an outage, not looped on.
 MAX_ATTEMPTS = 10
 
-_KEYS = [layout.MARKER_KEY, layout.LOSS_KEY, layout.STORE_LOG_KEY]
+_KEYS = [MARKER_KEY, LOSS_KEY, STORE_LOG_KEY]
 _KEEP_LOSS, _WRITE_LOSS, _DELETE_LOSS = "0", "1", "2"
 
 
@@ -124,7 +123,7 @@ class RedisMarker:
             return []
         entries: Any
         with translated("read_store_log"):
-            entries = await self._client.xrevrange(layout.STORE_LOG_KEY, count=limit)
+            entries = await self._client.xrevrange(STORE_LOG_KEY, count=limit)
         return [decode_audit("", entry_id, fields) for entry_id, fields in reversed(entries)]
 
     async def _stored(self) -> _Stored:
