@@ -289,23 +289,13 @@ class RedisRecords:
             ids = await self._client.zrangebyscore(leases, "-inf", wall_ms(), start=0, num=limit)
             if not ids:
                 return []
-            keys = [leases, outbox_key(agent), unknown_key(agent)]
-            keys.append(cursor_key(agent))
+            keys = [leases, outbox_key(agent), unknown_key(agent), cursor_key(agent)]
             keys += [record_key(RecordKey(agent, i.decode())) for i in ids]
-            lapsed = await self._sweep(
-                keys=keys,
-                args=lua.SWEEP.argv(
-                    SweepArgs(self._retention_ms, EXPIRED_LEASE_REASON, tuple(ids))
-                ),
-            )
+            args = lua.SWEEP.argv(SweepArgs(self._retention_ms, EXPIRED_LEASE_REASON, tuple(ids)))
+            lapsed = await self._sweep(keys=keys, args=args)
         return [decode_record(RecordKey(agent, i.decode()), fields) for i, fields in lapsed]
 
 
 def _state_keys(key: RecordKey) -> list[str]:
     """The keys a settle or resolve script changes: record, outbox, review zset, leases."""
-    return [
-        record_key(key),
-        outbox_key(key.agent),
-        unknown_key(key.agent),
-        leases_key(key.agent),
-    ]
+    return [record_key(key), outbox_key(key.agent), unknown_key(key.agent), leases_key(key.agent)]
