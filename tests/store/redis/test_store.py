@@ -10,14 +10,12 @@ from typing import Any
 
 import fakeredis
 import pytest
-from redis.crc import key_slot
 
-from idemproxy.store.base import StoreCorrupt, StoreUnavailable
+from idemproxy.store.base import StoreUnavailable
 from idemproxy.store.records import RecordKey, RecordState
-from idemproxy.store.redis import keys as layout
 from idemproxy.store.redis.store import RedisStore
 from tests.store.conftest import RedisServer, free_port
-from tests.store.test_contract import HOSTILE_SUFFIXES, claim_request, completed, fence_of
+from tests.store.test_contract import claim_request, completed, fence_of
 from tests.support.cluster import create_cluster
 
 
@@ -54,41 +52,6 @@ async def test_claim_settle_renew_and_replay_are_one_round_trip_each() -> None:
         assert replay.record is not None
         assert replay.record.response is not None
         assert replay.record.response.body == b"x" * 10_000
-    finally:
-        await store.close()
-
-
-@pytest.mark.parametrize("suffix", [*HOSTILE_SUFFIXES, "{a}{b}", "}{", "\n", "\x00"])
-def test_every_key_of_an_agent_hashes_to_one_slot(suffix: str) -> None:
-    agent = "agent" + suffix
-    keys = [
-        layout.record_key(RecordKey(agent, "{x}:y")),
-        layout.record_key(RecordKey(agent, "")),
-        layout.outbox_key(agent),
-        layout.unknown_key(agent),
-        layout.batch_key(agent, "{batch}"),
-    ]
-    assert len({key_slot(key.encode()) for key in keys}) == 1
-    assert all(key.count("{") == 1 and key.count("}") == 1 for key in keys)
-
-
-def test_an_empty_agent_still_has_a_hash_tag() -> None:
-    keys = [layout.outbox_key(""), layout.record_key(RecordKey("", "a")), layout.unknown_key("")]
-    assert len({key_slot(key.encode()) for key in keys}) == 1
-    assert layout.agent_tag("") != layout.agent_tag("%")
-
-
-async def test_an_undecodable_record_is_reported_corrupt() -> None:
-    client = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer())
-    store = RedisStore(client)
-    key = RecordKey("agent", "e1")
-    try:
-        await store.claim(claim_request(key))
-        await client.hset(layout.record_key(key), "state", "half-done")
-        with pytest.raises(StoreCorrupt):
-            await store.get(key)
-        with pytest.raises(StoreCorrupt):
-            await store.claim(claim_request(key, fingerprint="other"))
     finally:
         await store.close()
 
