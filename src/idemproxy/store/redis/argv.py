@@ -15,6 +15,8 @@ and its tuple in step. :func:`flatten` gives ARGV as sent: a bool as '1' or '0',
 
 from __future__ import annotations
 
+import functools
+import typing
 from typing import Any, NamedTuple
 
 ScriptArg = str | int | bytes
@@ -238,14 +240,51 @@ class WriteMarkerArgs(NamedTuple):
 
 def flatten(args: tuple[Any, ...]) -> list[ScriptArg]:
     """ARGV from a script's tuple: nested tuples in line, the rest at the end."""
-    argv: list[ScriptArg] = []
-    for value in args:
-        if isinstance(value, tuple):
-            argv += flatten(value)
-        elif isinstance(value, bool):
-            argv.append("1" if value else "0")
-        elif value is None:
-            argv.append("")
-        else:
-            argv.append(value)
-    return argv
+    return _plan(type(args))(args)
+
+
+class _Plan:
+    """How to flatten one tuple class, worked out once from its type hints.
+
+    It runs on every claim and settle, so a call copies the tuple and mends only the fields
+    that are not sent as they are: flags, optional values, nested tuples and the rest.
+    """
+
+    def __init__(self, cls: type[tuple[Any, ...]]) -> None:
+        hints = typing.get_type_hints(cls)
+        # Position, and what stands there: a flag, an optional value, the rest, or a tuple's plan.
+        self._mends: list[tuple[int, str | _Plan]] = []
+        for position, name in enumerate(cls._fields):  # type: ignore[attr-defined]
+            hint = hints[name]
+            if hint is bool:
+                self._mends.append((position, _FLAG))
+            elif isinstance(hint, type) and issubclass(hint, tuple):
+                self._mends.append((position, _plan(hint)))
+            elif typing.get_origin(hint) is tuple:
+                self._mends.append((position, _REST))
+            elif type(None) in typing.get_args(hint):
+                self._mends.append((position, _OPTIONAL))
+        self._mends.reverse()  # spliced from the end, so that earlier positions hold
+
+    def __call__(self, args: tuple[Any, ...]) -> list[ScriptArg]:
+        argv: list[Any] = list(args)
+        for position, mend in self._mends:
+            value = argv[position]
+            if mend is _FLAG:
+                argv[position] = "1" if value else "0"
+            elif mend is _OPTIONAL:
+                argv[position] = "" if value is None else value
+            elif mend is _REST:
+                argv[position : position + 1] = value
+            else:
+                assert isinstance(mend, _Plan)
+                argv[position : position + 1] = mend(value)
+        return argv
+
+
+_FLAG, _OPTIONAL, _REST = "flag", "optional", "rest"
+
+
+@functools.cache
+def _plan(cls: type[tuple[Any, ...]]) -> _Plan:
+    return _Plan(cls)
