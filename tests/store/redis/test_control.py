@@ -9,7 +9,7 @@ from idemproxy.store.records import RecordKey, RecordState, Settlement
 from idemproxy.store.redis import keys as layout
 from idemproxy.store.redis.store import RedisStore
 from idemproxy.store.retention import CONTROL_RETENTION_S
-from tests.store.redis.test_store import CountingRedis
+from tests.store.redis.test_records import CountingRedis
 from tests.store.test_contract import claim_request, completed
 from tests.store.test_control_contract import LIMIT, attempt
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import fakeredis
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -89,3 +90,12 @@ async def test_journal_operations_run_on_redis_cluster(tmp_path: Path) -> None:
             await store.close()
     finally:
         cluster.stop()
+
+
+async def test_an_event_id_from_elsewhere_is_rejected() -> None:
+    store = RedisStore(fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer()))
+    try:
+        with pytest.raises(ValueError, match="event id"):
+            await store.read_events("agent", after="00000000000000000001")
+    finally:
+        await store.close()

@@ -1,4 +1,4 @@
-"""What only the Redis store has: round trips, slots, outages, Cluster and Sentinel."""
+"""What only the Redis store has: outages and restarts, Cluster and Sentinel."""
 
 from __future__ import annotations
 
@@ -6,9 +6,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import fakeredis
 import pytest
 
 from idemproxy.store.base import StoreUnavailable
@@ -17,52 +15,6 @@ from idemproxy.store.redis.store import RedisStore
 from tests.store.conftest import RedisServer, free_port
 from tests.store.test_contract import claim_request, completed, fence_of
 from tests.support.cluster import create_cluster
-
-
-class CountingRedis(fakeredis.FakeAsyncRedis):
-    """A fake Redis that notes the name of every command it is sent."""
-
-    commands: list[str]
-
-    async def execute_command(self, *args: Any, **options: Any) -> Any:
-        self.commands.append(str(args[0]).upper())
-        return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
-
-
-async def test_claim_settle_renew_and_replay_are_one_round_trip_each() -> None:
-    client = CountingRedis(server=fakeredis.FakeServer())
-    client.commands = []
-    store = RedisStore(client)
-    try:
-        # The first call of each script loads it; count only once they are cached.
-        warm = RecordKey("agent", "warm-up")
-        warm_fence = (await store.claim(claim_request(warm))).fence
-        await store.renew(warm, warm_fence, 1000)
-        await store.settle(warm, warm_fence, completed())
-        key = RecordKey("agent", "e1")
-        client.commands.clear()
-        fence = (await store.claim(claim_request(key))).fence
-        assert client.commands == ["EVALSHA"]
-        await store.renew(key, fence, 60_000)
-        assert client.commands == ["EVALSHA"] * 2
-        await store.settle(key, fence, completed(body=b"x" * 10_000))
-        assert client.commands == ["EVALSHA"] * 3
-        replay = await store.claim(claim_request(key))
-        assert client.commands == ["EVALSHA"] * 4
-        assert replay.record is not None
-        assert replay.record.response is not None
-        assert replay.record.response.body == b"x" * 10_000
-    finally:
-        await store.close()
-
-
-async def test_an_event_id_from_elsewhere_is_rejected() -> None:
-    store = RedisStore(fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer()))
-    try:
-        with pytest.raises(ValueError, match="event id"):
-            await store.read_events("agent", after="00000000000000000001")
-    finally:
-        await store.close()
 
 
 async def test_a_redis_that_is_not_there_is_reported_within_seconds() -> None:

@@ -1,10 +1,9 @@
 """The records of the Redis store: claim, settle, resolve, renew and the reads of records.
 
 A claim, a settle and a renew are one round trip each; a claim that finds a completed record
-returns it, body included, in that same round trip. Those calls of the hot path go over one
-pipelined connection where the URL allows (:mod:`.pipeline`), everything else through
-redis-py. With ``wait_replicas`` in the URL a claim also waits for replicas to have it
-(:mod:`.replicas`), on the claim's connection and in its round trip.
+returns it, body included, in that same round trip. Those go over one pipelined connection
+where the URL allows (:mod:`.pipeline`). With ``wait_replicas`` in the URL a claim also waits
+for replicas to have it (:mod:`.replicas`), on the claim's connection and in its round trip.
 """
 
 from __future__ import annotations
