@@ -23,8 +23,8 @@ from procs import Proc, free_port
 from idemproxy.admin.background import ledger_tasks
 from idemproxy.config.settings import ControllerConfig, ProxyConfig
 from idemproxy.metrics import Metrics
-from idemproxy.store import layout
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis import keys as layout
+from idemproxy.store.redis.store import RedisStore
 
 RUN_S = 10.0
 

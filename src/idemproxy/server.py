@@ -27,7 +27,7 @@ from idemproxy.store.errors import StoreError
 from idemproxy.store.factory import open_store, relative_path_note, store_location
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import RecordState, Settlement
-from idemproxy.store.replicas import failover_may_lose_claims
+from idemproxy.store.redis.replicas import failover_may_lose_claims
 from idemproxy.storeguard import StoreGuard
 
 log = logging.getLogger(__name__)

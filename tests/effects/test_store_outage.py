@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis.store import RedisStore
 from tests.proxy.conftest import ProxyFactory
 from tests.support.processes import RedisServer, running
 from tests.support.upstream import EffectLog

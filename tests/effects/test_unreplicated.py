@@ -14,7 +14,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from idemproxy.store.records import RecordKey, RecordState
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis.store import RedisStore
 from tests.proxy.conftest import ProxyFactory
 from tests.support.replication import ReplicatedPair, replicated_pair
 from tests.support.upstream import EffectLog

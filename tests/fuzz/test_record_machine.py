@@ -43,7 +43,7 @@ from idemproxy.store.records import (
     Standing,
     StoredResponse,
 )
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis.store import RedisStore
 from idemproxy.store.sqlite import SQLiteStore
 from tests.store.conftest import REDIS_URL, delete_keys
 

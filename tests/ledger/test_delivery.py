@@ -19,7 +19,7 @@ from idemproxy.metrics import Metrics
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import RecordState
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis.store import RedisStore
 from idemproxy.store.sqlite import SQLiteStore
 from tests.ledger.conftest import SECRET, make_effect
 from tests.support.controller import Controller

@@ -19,12 +19,12 @@ from idemproxy.config.settings import ControllerConfig
 from idemproxy.ledger.delivery import Delivery, Posted
 from idemproxy.ledger.sweeper import Sweeper
 from idemproxy.metrics import Metrics
-from idemproxy.store import layout
 from idemproxy.store.control import Pause, PauseOrigin, PauseRequest
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.records import RecordState
-from idemproxy.store.redis_agents import CHECKS_PER_PASS
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis import keys as layout
+from idemproxy.store.redis.agents import CHECKS_PER_PASS
+from idemproxy.store.redis.store import RedisStore
 from idemproxy.store.work import Work
 from tests.ledger.conftest import SECRET, make_effect
 from tests.store.conftest import RedisServer, redis_server

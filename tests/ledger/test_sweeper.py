@@ -13,7 +13,7 @@ from idemproxy.metrics import Metrics
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import EventType, RecordState
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis.store import RedisStore
 from tests.ledger.conftest import make_effect
 
 POD = {"store_scope": "pod"}  # the labels of a gauge read from a pod's own store

@@ -16,10 +16,10 @@ import pytest
 import redis
 from redis.asyncio import Redis
 
-from idemproxy.store import layout
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.protocols import Store
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis import keys as layout
+from idemproxy.store.redis.store import RedisStore
 from idemproxy.store.sqlite import SQLiteStore
 
 REDIS_URL = "redis://127.0.0.1:6379/0"

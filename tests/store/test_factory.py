@@ -11,7 +11,7 @@ from idemproxy.store.errors import InvalidStoreURL, StoreNotFound, StoreUnavaila
 from idemproxy.store.factory import open_store, store_location
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.protocols import Store
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis.store import RedisStore
 from idemproxy.store.sqlite import SQLiteStore
 from tests.store.conftest import free_port
 

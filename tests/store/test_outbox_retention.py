@@ -19,7 +19,7 @@ import pytest
 from idemproxy.store.journal import DeliveryCursor
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import RecordKey, RecordState, Settlement
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis.store import RedisStore
 from idemproxy.store.sqlite import SQLiteStore
 from tests.store.conftest import REDIS_URL, delete_keys
 from tests.store.test_contract import claim_fence, claim_request

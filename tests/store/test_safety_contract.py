@@ -18,12 +18,12 @@ import fakeredis
 import pytest
 from redis.asyncio import Redis
 
-from idemproxy.store import layout
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.memory.safety import MemorySafety
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import RecordKey
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis import keys as layout
+from idemproxy.store.redis.store import RedisStore
 from idemproxy.store.safety import LossKind, Marker, StoreLogAction
 from idemproxy.store.sqlite import SQLiteStore
 from tests.store.conftest import RedisServer

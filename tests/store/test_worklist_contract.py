@@ -13,7 +13,7 @@ from idemproxy.store.control import Pause, PauseOrigin, PauseRequest
 from idemproxy.store.journal import AuditEntry, DeliveryCursor
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import Claimed, RecordKey, RecordState, Settlement
-from idemproxy.store.redis_store import RedisStore
+from idemproxy.store.redis.store import RedisStore
 from idemproxy.store.work import Work
 from tests.store.test_contract import claim_request, completed
 

@@ -28,7 +28,7 @@ from idemproxy.storeguard import StoreGuard
 
 MAX_LIMIT = 1000
 # How long the durable stores keep events no controller waits for (EVENT_RETENTION_S of
-# store/sqlite/store.py and store/redis_store.py); memory:// keeps them while it runs.
+# store/sqlite/store.py and store/redis/store.py); memory:// keeps them while it runs.
 EVENT_HISTORY_S = 7 * 86_400
 
 

@@ -49,7 +49,7 @@ def open_store(url: str, *, create: bool = True) -> Store:
         return _open_sqlite(url, create)
     if scheme in _REDIS_SCHEMES:
         # Imported here so that a deployment on SQLite never loads the Redis client.
-        from idemproxy.store.redis_store import RedisStore
+        from idemproxy.store.redis.store import RedisStore
 
         try:
             return RedisStore.from_url(url)

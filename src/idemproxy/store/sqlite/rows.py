@@ -7,7 +7,7 @@ import sqlite3
 from typing import Any
 
 from idemproxy.store.errors import StoreCorrupt
-from idemproxy.store.layout import dump_headers, load_headers
+from idemproxy.store.headers import dump_headers, load_headers
 from idemproxy.store.records import (
     EffectEvent,
     EffectMeta,

@@ -1,0 +1,107 @@
+-- Run before every script of the store. Each hash or stream field is written as its group and
+-- name between double braces; the loader puts in the name store/redis/keys.py gives it.
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- ARGV from ``first`` on, as a table: a script's arguments of variable length, after its named
+-- ones. Copied one by one, since unpack() fails past a few thousand values.
+local function argv_from(first)
+  local rest = {}
+  for i = first, #ARGV do
+    rest[#rest + 1] = ARGV[i]
+  end
+  return rest
+end
+
+-- Lengthen a key's expiry, never shorten it: an index must outlive every record it lists.
+-- PTTL is -1 for a key without expiry (just created) and -2 for a missing key.
+local function extend_expiry(key, ttl_ms)
+  local pttl = redis.call('PTTL', key)
+  if pttl == -1 or (pttl >= 0 and pttl < ttl_ms) then
+    redis.call('PEXPIRE', key, ttl_ms)
+  end
+end
+
+-- A record in flight (no outcome yet) or unknown (nobody knows whether the effect happened)
+-- is held: it has no expiry, nor has the review zset listing it, since an expiry would free
+-- the key and the next repeat would be sent again. Only an outcome starts the record's TTL.
+-- (An empty zset is deleted by Redis itself, so a held index does not outlive its entries.)
+local function hold(record, index)
+  redis.call('PERSIST', record)
+  redis.call('PERSIST', index)
+end
+
+-- The agent's fence counter hands out every fence, so that a key claimed again after its
+-- record expired still gets a fence above the old one, and the late write of an attempt that
+-- held the old one is refused. It outlives the records it numbered twice over.
+local function next_fence(counter, above, ttl_ms)
+  local fence = redis.call('INCR', counter)
+  if fence <= above then
+    fence = above + 1
+    redis.call('SET', counter, fence, 'KEEPTTL')
+  end
+  extend_expiry(counter, 2 * ttl_ms)
+  return fence
+end
+
+-- Append the record's current state to the outbox. The stream id is the event id. Events
+-- older than the retention are trimmed, and a stream of an agent gone quiet expires whole,
+-- except while a recovery controller has not accepted them: an agent with a delivery cursor
+-- has one waiting, and its events after ``acked`` are kept (and the cursor with them) until
+-- delivered, however long that takes. write_cursor restores the expiry once all are accepted.
+local function emit(record, stream, cursor, effect_id, event_type, now, retention_ms)
+  local f = redis.call('HMGET', record, '{{record.batch}}', '{{record.tool_call}}',
+    '{{record.action}}', '{{record.upstream}}', '{{record.method}}', '{{record.path}}',
+    '{{record.status}}', '{{record.external_id}}', '{{record.reason}}', '{{record.state}}')
+  local minid = now - retention_ms
+  local acked = redis.call('HGET', cursor, '{{cursor.acked}}')
+  if acked then
+    local acked_ms = tonumber(string.match(acked, '^(%d+)')) or 0
+    if acked_ms < minid then
+      minid = acked_ms
+    end
+  end
+  redis.call('XADD', stream, 'MINID', '~', minid, '*',
+    '{{event.type}}', event_type, '{{event.effect_id}}', effect_id,
+    '{{event.batch}}', f[1] or '', '{{event.tool_call}}', f[2] or '',
+    '{{event.action}}', f[3] or '', '{{event.upstream}}', f[4] or '',
+    '{{event.method}}', f[5] or '', '{{event.path}}', f[6] or '',
+    '{{event.status}}', f[7] or '0', '{{event.external_id}}', f[8] or '',
+    '{{event.reason}}', f[9] or '', '{{event.ts_ms}}', now, '{{event.state}}', f[10] or '')
+  if acked then
+    redis.call('PERSIST', stream)
+    redis.call('PERSIST', cursor)
+  else
+    redis.call('PEXPIRE', stream, retention_ms)
+  end
+end
+
+-- An in-flight record whose holder let its lease run out: it may have sent the request and
+-- died, so the outcome is unknown and goes to review.
+local function lapse(record, stream, cursor, unknown, leases, effect_id, reason, now,
+    retention_ms)
+  redis.call('HSET', record, '{{record.state}}', 'unknown', '{{record.updated_ms}}', now,
+    '{{record.reason}}', reason)
+  hold(record, unknown)
+  redis.call('ZREM', leases, effect_id)
+  redis.call('ZADD', unknown, now, effect_id)
+  emit(record, stream, cursor, effect_id, 'effect.unknown', now, retention_ms)
+end
+
+-- Append an operator action to the agent's audit stream; the entry's time is its stream id's.
+-- ``a`` holds action, actor, target, before, after, note.
+local function audit(stream, a, now, retention_ms)
+  redis.call('XADD', stream, 'MINID', '~', now - retention_ms, '*', '{{audit.action}}', a[1],
+    '{{audit.actor}}', a[2], '{{audit.target}}', a[3], '{{audit.before}}', a[4],
+    '{{audit.after}}', a[5], '{{audit.note}}', a[6])
+  redis.call('PEXPIRE', stream, retention_ms)
+end
+
+-- An agent's control hash and its two lists of failed attempts, in one reply.
+local function control_reply(control, streak, snapshot)
+  return {redis.call('HGETALL', control), redis.call('LRANGE', streak, 0, -1),
+    redis.call('LRANGE', snapshot, 0, -1)}
+end
