@@ -44,7 +44,7 @@ async def done(store: RedisStore, agent: str) -> None:
 async def unlist(store: RedisStore, agent: str) -> None:
     """Take the agent off both worklists, as a sweep that found it idle does."""
     for work in Work:
-        await store._client.zrem(layout.worklist_key(work), agent)
+        await store.agents._client.zrem(layout.worklist_key(work), agent)
 
 
 async def listed(store: RedisStore, agent: str) -> list[bool]:
@@ -137,7 +137,7 @@ async def test_work_an_older_version_left_unlisted_is_found(
     for agent in idle:
         await done(older, agent)
     # An older version kept the registry (all seen in one millisecond here) and no worklists.
-    client = older._client
+    client = older.agents._client
     await client.delete(*(layout.worklist_key(work) for work in Work), layout.SEEDED_KEY)
     seen_ms = time.time_ns() // 1_000_000
     await client.zadd(layout.AGENTS_KEY, dict.fromkeys(["in-flight", *idle], seen_ms))

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from idemproxy.store.errors import StoreCorrupt
+from idemproxy.store.errors import StoreCorrupt, StoreUnavailable
 from idemproxy.store.headers import dump_headers, load_headers
-from idemproxy.store.records import EffectMeta, EffectRecord, RecordKey, RecordState, StoredResponse
+from idemproxy.store.records import (
+    Claimed,
+    ClaimResult,
+    EffectMeta,
+    EffectRecord,
+    Paused,
+    RecordKey,
+    RecordState,
+    Standing,
+    StoredResponse,
+    Unreplicated,
+)
 from idemproxy.store.redis.argv import NO_RESPONSE, ResponseArgs
+from idemproxy.store.redis.control import decode_pause
 from idemproxy.store.redis.keys import RecordField
 
 
@@ -59,3 +72,22 @@ def decode_record(key: RecordKey, raw: Any) -> EffectRecord:
         )
     except (KeyError, ValueError, TypeError, AttributeError) as exc:
         raise StoreCorrupt(f"effect record {key} cannot be decoded: {exc!r}") from exc
+
+
+def decode_claim(
+    key: RecordKey, reply: Any, shortfall: Callable[[], Unreplicated | None]
+) -> ClaimResult:
+    """The claim script's reply; ``shortfall`` is what the replicas lack of a claim that took
+    the key (asked only then)."""
+    if int(reply[0]) == 3:
+        raise StoreUnavailable(
+            "the store's marker is not the one its last check found: it was emptied or"
+            " restarted without its data since, so nothing was claimed until it is checked"
+        )
+    fence = int(reply[1])
+    if int(reply[0]) == 1:
+        short = shortfall()
+        return Claimed(fence, first_attempt_ms=int(reply[2]), unreplicated=short)
+    if int(reply[0]) == 2:
+        return Paused(decode_pause(*reply[2:6]))
+    return Standing(decode_record(key, reply[2]))

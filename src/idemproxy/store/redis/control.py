@@ -34,6 +34,7 @@ from idemproxy.store.redis.keys import (
     streak_key,
 )
 from idemproxy.store.retention import CONTROL_RETENTION_S
+from idemproxy.store.work import Forgotten, Work
 
 _PAUSE_FIELDS = (ControlField.PAUSED, ControlField.REASON, ControlField.ACTOR, ControlField.SINCE)
 
@@ -59,7 +60,7 @@ def streak_args(limit: int, error: str | None, agent: str) -> StreakArgs:
 
 class RedisControl:
     """The agent controls of :class:`~idemproxy.store.redis.store.RedisStore`: reading and
-    writing a pause."""
+    writing a pause, and the agent listings its registry (:mod:`.agents`) keeps."""
 
     def __init__(self, client: Redis | RedisCluster, agents: RedisAgents) -> None:
         """``agents`` lists each agent before a pause is written."""
@@ -96,6 +97,18 @@ class RedisControl:
                 keys=[*control_keys(agent), audit_key(agent)], args=args
             )
         return decode_control(agent, reply[1]) if int(reply[0]) == 1 else None
+
+    async def list_agents(self) -> list[str]:
+        with translated("list_agents"):
+            return await self._agents.list_agents()
+
+    async def list_busy_agents(self, work: Work) -> list[str]:
+        with translated("list_busy_agents"):
+            return await self._agents.list_busy_agents(work)
+
+    async def forget_agents(self) -> Forgotten:
+        with translated("forget_agents"):
+            return await self._agents.forget_agents()
 
 
 def decode_pause(origin: bytes, reason: bytes, actor: bytes, since: bytes) -> Pause:

@@ -264,3 +264,8 @@ SEEDED_KEY = f"{PREFIX}:{WORKLIST_TAG}:seeded"
 def worklist_key(work: Work) -> str:
     """The agents that may have ``work``, scored by when a proxy last listed them."""
     return f"{PREFIX}:{WORKLIST_TAG}:{work.value}"
+
+
+def state_keys(key: RecordKey) -> list[str]:
+    """The keys a settle or resolve script changes: record, outbox, review zset, leases."""
+    return [record_key(key), outbox_key(key.agent), unknown_key(key.agent), leases_key(key.agent)]

@@ -16,20 +16,16 @@ from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store.clock import wall_ms
 from idemproxy.store.decisions import EXPIRED_LEASE_REASON
-from idemproxy.store.errors import StoreUnavailable
 from idemproxy.store.records import (
-    Claimed,
     ClaimRequest,
     ClaimResult,
     EffectRecord,
-    Paused,
     RecordKey,
     Refused,
     Resolved,
     ResolveRequest,
     ResolveResult,
     Settlement,
-    Standing,
 )
 from idemproxy.store.redis import lua
 from idemproxy.store.redis.agents import RedisAgents
@@ -43,8 +39,8 @@ from idemproxy.store.redis.argv import (
     SettleArgs,
     SweepArgs,
 )
-from idemproxy.store.redis.codec import decode_record, response_args
-from idemproxy.store.redis.control import control_keys, decode_pause, streak_args
+from idemproxy.store.redis.codec import decode_claim, decode_record, response_args
+from idemproxy.store.redis.control import control_keys, streak_args
 from idemproxy.store.redis.errors import translated
 from idemproxy.store.redis.journal import audit_args
 from idemproxy.store.redis.keys import (
@@ -57,6 +53,7 @@ from idemproxy.store.redis.keys import (
     leases_key,
     outbox_key,
     record_key,
+    state_keys,
     unknown_key,
 )
 from idemproxy.store.redis.pipeline import PipelinedRedis, hot_script
@@ -65,7 +62,10 @@ from idemproxy.store.redis.wait import WaitedScript, waited_script
 
 
 class RedisRecords:
-    """The record operations of :class:`~idemproxy.store.redis.store.RedisStore`."""
+    """The record operations of :class:`~idemproxy.store.redis.store.RedisStore`, and the
+    connections every part shares: this part pings, tells the time and closes them."""
+
+    backend = "redis"
 
     def __init__(
         self,
@@ -75,9 +75,11 @@ class RedisRecords:
         retention_ms: int,
         pipeline: PipelinedRedis | None = None,
         replica_wait: ReplicaWait | None = None,
+        extra_clients: Sequence[Redis] = (),
     ) -> None:
         """``agents`` lists each agent before its claim; ``retention_ms`` is the outbox's."""
         self._client = client
+        self._extra_clients = tuple(extra_clients)
         self._agents = agents
         self._pipeline = pipeline
         self._retention_ms = retention_ms
@@ -94,6 +96,27 @@ class RedisRecords:
         self._fetch_unknown = client.register_script(lua.FETCH_UNKNOWN.source)
         self._fetch_batch = client.register_script(lua.FETCH_BATCH.source)
         self._sweep = client.register_script(lua.SWEEP.source)
+
+    async def ping(self) -> None:
+        with translated("ping"):
+            await self._client.ping()
+            if self._pipeline is not None:
+                await self._pipeline.execute("PING")
+
+    async def now_ms(self) -> int:
+        reply: Any
+        with translated("now_ms"):
+            reply = await self._client.time()
+        seconds, micros = reply
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    async def close(self) -> None:
+        with translated("close"):
+            await self._client.aclose()
+            for client in self._extra_clients:
+                await client.aclose()
+            if self._pipeline is not None:
+                await self._pipeline.close()
 
     async def claim(self, request: ClaimRequest) -> ClaimResult:
         key, meta = request.key, request.meta
@@ -141,24 +164,9 @@ class RedisRecords:
                 reply, waited = await self._agents.listed(
                     key.agent, lambda: waited_claim(keys, args)
                 )
-        return self._claim_result(key, reply, waited)
-
-    def _claim_result(self, key: RecordKey, reply: Any, waited: object) -> ClaimResult:
-        """The claim script's reply, and the replicas' answer to a wait after it."""
-        if int(reply[0]) == 3:
-            raise StoreUnavailable(
-                "the store's marker is not the one its last check found: it was emptied or"
-                " restarted without its data since, so nothing was claimed until it is checked"
-            )
-        fence = int(reply[1])
-        if int(reply[0]) == 1:
-            wait = self._replica_wait
-            # Only a claim that takes the key needs its replicas: any other sends nothing.
-            short = None if wait is None else wait.shortfall(waited)
-            return Claimed(fence, first_attempt_ms=int(reply[2]), unreplicated=short)
-        if int(reply[0]) == 2:
-            return Paused(decode_pause(*reply[2:6]))
-        return Standing(decode_record(key, reply[2]))
+        wait = self._replica_wait
+        # Only a claim that takes the key needs its replicas: any other sends nothing.
+        return decode_claim(key, reply, lambda: None if wait is None else wait.shortfall(waited))
 
     async def settle(self, key: RecordKey, fence: int, settlement: Settlement) -> bool:
         args = lua.SETTLE.argv(
@@ -177,7 +185,7 @@ class RedisRecords:
                 ),
             )
         )
-        keys = [*_state_keys(key), *control_keys(key.agent), audit_key(key.agent)]
+        keys = [*state_keys(key), *control_keys(key.agent), audit_key(key.agent)]
         keys.append(cursor_key(key.agent))
         with translated("settle"):
             return int(await self._settle(keys=keys, args=args)) == 1
@@ -201,7 +209,7 @@ class RedisRecords:
             )
         )
         keys = [
-            *_state_keys(key),
+            *state_keys(key),
             audit_key(key.agent),
             fence_key(key.agent),
             cursor_key(key.agent),
@@ -290,8 +298,3 @@ class RedisRecords:
             args = lua.SWEEP.argv(SweepArgs(self._retention_ms, EXPIRED_LEASE_REASON, tuple(ids)))
             lapsed = await self._sweep(keys=keys, args=args)
         return [decode_record(RecordKey(agent, i.decode()), fields) for i, fields in lapsed]
-
-
-def _state_keys(key: RecordKey) -> list[str]:
-    """The keys a settle or resolve script changes: record, outbox, review zset, leases."""
-    return [record_key(key), outbox_key(key.agent), unknown_key(key.agent), leases_key(key.agent)]

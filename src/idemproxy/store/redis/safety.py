@@ -21,6 +21,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store.errors import StoreCorrupt, StoreUnavailable
 from idemproxy.store.journal import AuditEntry
+from idemproxy.store.redis import durability as redis_durability
 from idemproxy.store.redis import lua
 from idemproxy.store.redis.argv import (
     NO_LOG_ENTRY,
@@ -34,8 +35,10 @@ from idemproxy.store.redis.argv import (
 from idemproxy.store.redis.errors import translated
 from idemproxy.store.redis.journal import decode_audit
 from idemproxy.store.redis.keys import LOSS_KEY, MARKER_KEY, STORE_LOG_KEY, LossField, MarkerField
+from idemproxy.store.redis.records import RedisRecords
 from idemproxy.store.safety import (
     LOG_LIMIT,
+    Durability,
     Loss,
     LossKind,
     Marker,
@@ -65,15 +68,26 @@ class _Stored:
     now_ms: int
 
 
-class RedisMarker:
-    """The marker operations of :class:`~idemproxy.store.redis.store.RedisStore`."""
+class RedisSafety:
+    """The store-wide safety of :class:`~idemproxy.store.redis.store.RedisStore`: what Redis
+    says of its durability, the marker, losses and the store's log."""
 
-    def __init__(self, client: Redis | RedisCluster) -> None:
+    def __init__(self, client: Redis | RedisCluster, records: RedisRecords) -> None:
+        """``records`` compares the marker's epoch inside each claim (:meth:`expect_marker`)."""
         self._client = client
+        self._records = records
         self._read = client.register_script(lua.READ_MARKER.source)
         self._write_script = client.register_script(lua.WRITE_MARKER.source)
 
-    async def check(self, seen: Marker | None) -> MarkerCheck:
+    async def durability(self) -> Durability:
+        return await redis_durability.durability(self._client)
+
+    def expect_marker(self, marker: Marker | None) -> None:
+        # On Redis Cluster the marker lives in a slot of its own, which no claim can read.
+        if not isinstance(self._client, RedisCluster):
+            self._records.expected_epoch = marker.epoch if marker is not None else ""
+
+    async def check_marker(self, seen: Marker | None) -> MarkerCheck:
         with translated("check_marker"):
             for _ in range(MAX_ATTEMPTS):
                 stored = await self._stored()
@@ -105,7 +119,7 @@ class RedisMarker:
                     return loss
         raise _contended("record_loss")
 
-    async def acknowledge(self, loss_id: str, actor: str, note: str) -> Marker | None:
+    async def acknowledge_loss(self, loss_id: str, actor: str, note: str) -> Marker | None:
         with translated("acknowledge_loss"):
             for _ in range(MAX_ATTEMPTS):
                 stored = await self._stored()
@@ -118,7 +132,7 @@ class RedisMarker:
                     return marker
         raise _contended("acknowledge_loss")
 
-    async def read_log(self, limit: int) -> list[AuditEntry]:
+    async def read_store_log(self, limit: int = 100) -> list[AuditEntry]:
         if limit <= 0:
             return []
         entries: Any
