@@ -308,40 +308,45 @@ def restricted_violations(spec: Manifest, containers: list[str] | None = None) -
 
     ``containers`` limits the per-container checks to those names (None: all).
     """
-    problems: list[str] = []
+    problems = _pod_violations(spec)
     pod_ctx = spec.get("securityContext", {})
-    for flag in ("hostNetwork", "hostPID", "hostIPC"):
-        if spec.get(flag):
-            problems.append(f"pod: {flag}")
+    for entry in spec.get("initContainers", []) + spec.get("containers", []):
+        if containers is None or entry["name"] in containers:
+            problems += _container_violations(entry, pod_ctx)
+    return problems
+
+
+def _pod_violations(spec: Manifest) -> list[str]:
+    problems = [f"pod: {flag}" for flag in ("hostNetwork", "hostPID", "hostIPC") if spec.get(flag)]
     for volume in spec.get("volumes", []):
         kinds = set(volume) - {"name"}
         if not kinds <= _RESTRICTED_VOLUME_TYPES:
             problems.append(f"volume {volume['name']}: type {sorted(kinds)} not allowed")
-    every = spec.get("initContainers", []) + spec.get("containers", [])
-    for entry in every:
-        if containers is not None and entry["name"] not in containers:
-            continue
-        ctx = entry.get("securityContext", {})
-        where = f"container {entry['name']}"
-        if ctx.get("privileged"):
-            problems.append(f"{where}: privileged")
-        if ctx.get("allowPrivilegeEscalation") is not False:
-            problems.append(f"{where}: allowPrivilegeEscalation is not false")
-        if not (ctx.get("runAsNonRoot") or pod_ctx.get("runAsNonRoot")):
-            problems.append(f"{where}: runAsNonRoot is not true")
-        if ctx.get("runAsUser", pod_ctx.get("runAsUser")) in (0, None):
-            problems.append(f"{where}: no numeric non-root runAsUser")
-        seccomp = ctx.get("seccompProfile", pod_ctx.get("seccompProfile", {}))
-        if seccomp.get("type") not in ("RuntimeDefault", "Localhost"):
-            problems.append(f"{where}: seccompProfile {seccomp}")
-        caps = ctx.get("capabilities", {})
-        if "ALL" not in caps.get("drop", []):
-            problems.append(f"{where}: capabilities do not drop ALL")
-        if set(caps.get("add", [])) - {"NET_BIND_SERVICE"}:
-            problems.append(f"{where}: adds capabilities {caps['add']}")
-        if ctx.get("readOnlyRootFilesystem") is not True:
-            problems.append(f"{where}: root filesystem is writable")
-        for port in entry.get("ports", []):
-            if port.get("hostPort"):
-                problems.append(f"{where}: hostPort {port['hostPort']}")
+    return problems
+
+
+def _container_violations(entry: Manifest, pod_ctx: Manifest) -> list[str]:
+    ctx = entry.get("securityContext", {})
+    caps = ctx.get("capabilities", {})
+    seccomp = ctx.get("seccompProfile", pod_ctx.get("seccompProfile", {}))
+    found = {
+        "privileged": bool(ctx.get("privileged")),
+        "allowPrivilegeEscalation is not false": ctx.get("allowPrivilegeEscalation") is not False,
+        "runAsNonRoot is not true": not (ctx.get("runAsNonRoot") or pod_ctx.get("runAsNonRoot")),
+        "no numeric non-root runAsUser": ctx.get("runAsUser", pod_ctx.get("runAsUser"))
+        in (0, None),
+        f"seccompProfile {seccomp}": seccomp.get("type") not in ("RuntimeDefault", "Localhost"),
+        "capabilities do not drop ALL": "ALL" not in caps.get("drop", []),
+        f"adds capabilities {caps.get('add')}": bool(
+            set(caps.get("add", [])) - {"NET_BIND_SERVICE"}
+        ),
+        "root filesystem is writable": ctx.get("readOnlyRootFilesystem") is not True,
+    }
+    where = f"container {entry['name']}"
+    problems = [f"{where}: {what}" for what, broken in found.items() if broken]
+    problems += [
+        f"{where}: hostPort {port['hostPort']}"
+        for port in entry.get("ports", [])
+        if port.get("hostPort")
+    ]
     return problems
