@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from idemproxy.config.settings import ControllerConfig
-from idemproxy.ledger.service import EVENT_HISTORY_S, LedgerService
+from idemproxy.ledger.service import LedgerService
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import RecordState
 from idemproxy.store.retention import EVENT_RETENTION_S
@@ -30,9 +30,5 @@ async def test_status_says_whether_events_are_delivered(
     assert document["controller"] == said
     [agent] = [entry for entry in document["agents"] if entry["agent"] == f"{ns}-bot"]
     assert agent["backlog"] == 1
-    kept = None if store.backend == "memory" else EVENT_HISTORY_S
+    kept = None if store.backend == "memory" else EVENT_RETENTION_S
     assert document["event_retention_s"] == kept
-
-
-def test_the_event_history_is_what_the_durable_stores_keep() -> None:
-    assert EVENT_HISTORY_S == EVENT_RETENTION_S

@@ -24,12 +24,10 @@ from idemproxy.ledger.review import Decision, Review, not_found, parse_key
 from idemproxy.store.journal import AuditEntry, DeliveryCursor
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import StoredResponse
+from idemproxy.store.retention import EVENT_RETENTION_S
 from idemproxy.storeguard import StoreGuard
 
 MAX_LIMIT = 1000
-# How long the durable stores keep events no controller waits for (EVENT_RETENTION_S of
-# store/sqlite/store.py and store/redis/store.py); memory:// keeps them while it runs.
-EVENT_HISTORY_S = 7 * 86_400
 
 
 class ControllerSetting(StrEnum):
@@ -129,7 +127,9 @@ class LedgerService:
             "store": self._store.backend,
             "unknown": sum(item["unknown"] for item in agents),
             "controller": self._controller.value,
-            "event_retention_s": None if self._store.backend == "memory" else EVENT_HISTORY_S,
+            # The durable stores keep events no controller waits for that long; memory:// keeps
+            # them while it runs.
+            "event_retention_s": None if self._store.backend == "memory" else EVENT_RETENTION_S,
             "backlog": sum(item["backlog"] for item in agents),
             "parked": sum(1 for item in agents if item["parked"]),
             "paused": sum(1 for item in agents if item["paused"]),
