@@ -48,6 +48,11 @@ def sentinel_command(port: int, *args: str) -> Any:
         client.close()
 
 
+def text_map(answer: dict[bytes, bytes]) -> dict[str, str]:
+    """A Sentinel map answer, whose keys and values redis-py leaves bytes, as text."""
+    return {key.decode(): value.decode() for key, value in answer.items()}
+
+
 class SentinelProcess(Process):
     def __init__(self, log_dir: Path, port: int, master_port: int) -> None:
         config = log_dir / f"sentinel-{port}.conf"
@@ -72,17 +77,23 @@ class SentinelProcess(Process):
 
     def knows_the_set(self) -> bool:
         """This Sentinel sees the replica and the other Sentinels, so it can vote and promote."""
-        replicas = sentinel_command(self.port, "REPLICAS", SERVICE)
+        replicas = [text_map(r) for r in sentinel_command(self.port, "REPLICAS", SERVICE)]
         others = sentinel_command(self.port, "SENTINELS", SERVICE)
-        healthy = [r for r in replicas if "s_down" not in str(r.get("flags", ""))]
+        healthy = [r for r in replicas if "s_down" not in r["flags"]]
         return len(healthy) == 1 and len(others) == SENTINELS - 1
 
     def release_failover_timeout(self) -> None:
         sentinel_command(self.port, "SET", SERVICE, "failover-timeout", str(FAILOVER_TIMEOUT_MS))
 
     def names_master(self, port: int) -> bool:
-        _, named = sentinel_command(self.port, "GET-MASTER-ADDR-BY-NAME", SERVICE)
-        return int(named) == port
+        """This Sentinel's failover to ``port`` is over: its master record is that node.
+
+        GET-MASTER-ADDR-BY-NAME is not enough: the leader answers with the promoted replica
+        while it is still reconfiguring the set, its master record still the old master. An
+        old master restarted then looks like that master come back, and the leader turns the
+        promoted replica into its replica."""
+        master = text_map(sentinel_command(self.port, "MASTER", SERVICE))
+        return int(master["port"]) == port and "failover_in_progress" not in master["flags"]
 
 
 class SentinelSet(ReplicatedPair):
