@@ -55,7 +55,9 @@ def _section(title: str, actions: list[Document]) -> str:
             "tool call": action["tool_call"],
             "step": shown_step,
             # An expired record's outcome, from the archive: nothing is left to replay.
-            "status": shown(action["status"]) + (" archived" if action.get("archived") else ""),
+            "status": f"{shown(action['status'])} archived".strip()
+            if action.get("archived")
+            else shown(action["status"]),
             "external id": action["external_id"],
             "lease until": when(action["lease_expires_ms"]),
         }
