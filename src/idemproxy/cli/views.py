@@ -140,7 +140,8 @@ def _retention(document: Document) -> str:
 def _duration(seconds: int) -> str:
     for unit, size in (("days", 86_400), ("hours", 3600)):
         if seconds % size == 0:
-            return f"{seconds // size} {unit}"
+            count = seconds // size
+            return f"{count} {unit if count != 1 else unit.removesuffix('s')}"
     return f"{seconds} s"
 
 
