@@ -3,6 +3,8 @@ terminal and say which request each effect was."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from idemproxy.cli.views import status
 from tests.cli.filled import (
     ACTOR,
@@ -55,7 +57,7 @@ def test_the_review_queue_says_which_request_each_unknown_outcome_was(store_url:
     ]
 
 
-def status_document(retention: dict[str, int | None]) -> dict[str, object]:
+def status_document(retention: Mapping[str, int | None]) -> dict[str, object]:
     return {
         "store": "sqlite",
         "unknown": 0,
