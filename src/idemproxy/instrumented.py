@@ -10,6 +10,7 @@ from idemproxy.metrics import Metrics
 from idemproxy.store.control import AgentControl, PauseRequest
 from idemproxy.store.errors import StoreError
 from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
+from idemproxy.store.outcomes import ArchivedOutcome
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import (
     ClaimRequest,
@@ -31,6 +32,7 @@ class InstrumentedStore:
     def __init__(self, store: Store, metrics: Metrics) -> None:
         self.inner = store
         self.backend = store.backend
+        self.retention = store.retention
         self._metrics = metrics
         self._durations = {
             op: metrics.store_operation_duration.labels(op)
@@ -135,6 +137,9 @@ class InstrumentedStore:
 
     async def read_archive(self, agent: str, batch: str) -> bytes | None:
         return await self._timed("archive", lambda: self.inner.read_archive(agent, batch))
+
+    async def read_outcomes(self, agent: str, batch: str) -> list[ArchivedOutcome]:
+        return await self._timed("archive", lambda: self.inner.read_outcomes(agent, batch))
 
     async def read_control(self, agent: str) -> AgentControl:
         return await self._timed("control", lambda: self.inner.read_control(agent))

@@ -147,7 +147,7 @@ async def serve(
             problem.message(),
             extra={"upstream": problem.upstream, "suggested_url": problem.suggested_url},
         )
-    store = open_store(config.store)
+    store = open_store(config.store, retention=config.retention.figures())
     metrics = Metrics(store_scope=StoreScope.of(store.backend), agent_id=config.agent_id)
     state = build_state(loaded, store, metrics, seal)
     # _drain has given handlers their shutdown_timeout_s when aiohttp's shutdown runs.

@@ -3,6 +3,9 @@ terminal and say which request each effect was."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from idemproxy.cli.views import status
 from tests.cli.filled import (
     ACTOR,
     AGENT,
@@ -52,3 +55,29 @@ def test_the_review_queue_says_which_request_each_unknown_outcome_was(store_url:
         f"    batch   {BATCH}, tool call call-3",
         "    reason  lease expired: the proxy holding this request stopped",
     ]
+
+
+def status_document(retention: Mapping[str, int | None]) -> dict[str, object]:
+    return {
+        "store": "sqlite",
+        "unknown": 0,
+        "paused": 0,
+        "parked": 0,
+        "backlog": 0,
+        "controller": "none",
+        "event_retention_s": retention["events_s"],
+        "retention": retention,
+        "agents": [],
+    }
+
+
+def test_status_names_the_retention_only_where_it_is_not_the_default() -> None:
+    default = {"events_s": 7 * 86_400, "audit_s": 90 * 86_400, "archive_s": 90 * 86_400}
+    assert "retention" not in status(status_document(default))
+    configured = {"events_s": 7200, "audit_s": 30 * 86_400, "archive_s": 90_061}
+    assert (
+        "retention: events 2 hours, audit 30 days, archive 90061 s"
+        in status(status_document(configured)).splitlines()
+    )
+    memory = {"events_s": None, "audit_s": None, "archive_s": 3 * 86_400}
+    assert "retention: archive 3 days" in status(status_document(memory)).splitlines()

@@ -9,6 +9,7 @@ import pytest
 from idemproxy.cli import main
 from idemproxy.config.loader import load_config
 from idemproxy.errors import ConfigError
+from idemproxy.store.retention import Retention
 from tests.support.cli import idemproxy
 
 
@@ -174,3 +175,52 @@ def test_check_config_suggests_upstreams_for_upstream(tmp_path: Path) -> None:
     ran = idemproxy("check-config", str(path))
     assert ran.returncode == 2
     assert "did you mean `upstreams`?" in ran.stderr
+
+
+def test_retention_comes_from_its_section_and_the_environment(tmp_path: Path) -> None:
+    config = tmp_path / "proxy.yaml"
+    config.write_text("retention: {events_s: 7200, audit_s: 864000}\nlog_level: info\n")
+    environ = {"IDEMPROXY_RETENTION__ARCHIVE_S": "1728000"}
+    retention = load_config(config, environ=environ).config.retention.figures()
+    assert (retention.events_s, retention.audit_s, retention.archive_s) == (7200, 864000, 1728000)
+    assert load_config(environ={}).config.retention.figures() == Retention()
+
+
+@pytest.mark.parametrize(
+    ("environ", "names"),
+    [
+        ({"IDEMPROXY_RETENTION__EVENTS_S": "60"}, ["retention.events_s", "at least 3600"]),
+        ({"IDEMPROXY_RETENTION__ARCHIVE_S": "a week"}, ["retention.archive_s", "whole number"]),
+        ({"IDEMPROXY_RETENTION__AUDIT_S": str(400 * 365 * 86_400)}, ["retention.audit_s"]),
+        ({"IDEMPROXY_RETENTION__ARCHIVES_S": "3600"}, ["archive_s", "unknown setting"]),
+    ],
+)
+def test_bad_retention_is_refused_with_its_bounds(
+    environ: dict[str, str], names: list[str]
+) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_config(environ=environ)
+    for name in names:
+        assert name in str(error.value)
+
+
+@pytest.mark.parametrize("setting", ["archive_s", "audit_s"])
+def test_an_archive_or_audit_kept_shorter_than_the_records_is_refused(
+    tmp_path: Path, setting: str
+) -> None:
+    policy = tmp_path / "long.yaml"
+    policy.write_text("name: long\nroutes: []\ndefault: {name: write, ttl_s: 172800}\n")
+    flags = {"upstreams.up.url": "http://127.0.0.1:1", "upstreams.up.policy": str(policy)}
+    environ = {f"IDEMPROXY_RETENTION__{setting.upper()}": "86400"}
+    with pytest.raises(ConfigError) as error:
+        load_config(environ=environ, flags=flags)
+    message = str(error.value)
+    for words in (
+        f"retention.{setting} 86400",
+        "ttl_s 172800",
+        "route 'write' of upstream 'up'",
+        f"IDEMPROXY_RETENTION__{setting.upper()}) to at least 172800",
+    ):
+        assert words in message
+    environ[f"IDEMPROXY_RETENTION__{setting.upper()}"] = "172800"
+    assert load_config(environ=environ, flags=flags).config.retention.archive_s >= 172800

@@ -43,6 +43,7 @@ async def make_effect(
     status: int = 200,
     external_id: str = "",
     lease_ms: int = 30_000,
+    ttl_s: int = 86_400,
 ) -> RecordKey:
     """A record of one tool call's effect, claimed and (unless ``state`` is None) settled."""
     key = RecordKey(agent, f"tc:{batch}:{tool_call}:d-0")
@@ -54,6 +55,8 @@ async def make_effect(
         if state is RecordState.COMPLETED:
             response = StoredResponse(status, (("content-type", "application/json"),), b"{}")
         reason = "" if response else "no answer"
-        settlement = Settlement(state, response, external_id=external_id, reason=reason)
+        settlement = Settlement(
+            state, response, external_id=external_id, reason=reason, ttl_s=ttl_s
+        )
         assert await store.settle(key, claim.fence, settlement)
     return key

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from idemproxy.errors import ProblemCode, RequestRefused
@@ -158,3 +160,22 @@ async def test_an_unknown_strategy_is_refused(store: Store, ns: str) -> None:
     await make_effect(store, ns, "b1", "c1", RecordState.COMPLETED)
     with pytest.raises(RequestRefused, match="auto, restart or abandon"):
         await LedgerService(store).recover(ns, "b1", RecoverMode.parse("compensate"), OPS, "")
+
+
+async def test_a_batch_still_answers_from_its_archive_once_its_records_expired(
+    store: Store, ns: str
+) -> None:
+    """Records live their route's ttl_s; what the batch did must outlive them."""
+    await make_effect(store, ns, "b1", "c1", RecordState.COMPLETED, external_id="m-1", ttl_s=1)
+    await make_effect(store, ns, "b1", "c2", RecordState.COMPLETED, status=403, ttl_s=1)
+    await asyncio.sleep(1.2)
+    assert await store.batch_records(ns, "b1") == []
+
+    progress = await LedgerService(store).batch(ns, "b1")
+
+    assert tool_calls(progress["completed"]) == ["c1"]
+    assert progress["completed"][0]["external_id"] == "m-1"
+    assert progress["completed"][0]["archived"] is True
+    assert tool_calls(progress["failed"]) == ["c2"]
+    assert progress["replay"] == []  # a re-run would send them again: nothing is replayed
+    assert progress["expired"] == ["c1"]

@@ -20,11 +20,13 @@ from idemproxy.store.journal import DeliveryCursor
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import RecordKey, RecordState, Settlement
 from idemproxy.store.redis.store import RedisStore
+from idemproxy.store.retention import Retention
 from idemproxy.store.sqlite import SQLiteStore
 from tests.store.conftest import REDIS_URL, delete_keys
 from tests.store.test_contract import claim_fence, claim_request
 
 RETENTION_S = 1
+RETENTION = Retention(events_s=RETENTION_S)
 
 Opener = Callable[[], Store]
 
@@ -37,11 +39,11 @@ async def opener(request: pytest.FixtureRequest, tmp_path: Path, ns: str) -> Asy
 
     def open_store() -> Store:
         if request.param == "sqlite":
-            return SQLiteStore(tmp_path / "effects.db", event_retention_s=RETENTION_S)
+            return SQLiteStore(tmp_path / "effects.db", retention=RETENTION)
         if request.param == "fakeredis":
             client = fakeredis.FakeAsyncRedis(server=server)
-            return RedisStore(client, event_retention_s=RETENTION_S)
-        return RedisStore.from_url(REDIS_URL, event_retention_s=RETENTION_S)
+            return RedisStore(client, retention=RETENTION)
+        return RedisStore.from_url(REDIS_URL, retention=RETENTION)
 
     yield open_store
     if request.param == "redis":

@@ -27,3 +27,19 @@ def test_a_fence_counter_outlives_every_record_it_numbered() -> None:
 
 def test_events_are_kept_for_a_week() -> None:
     assert retention.EVENT_RETENTION_S == 7 * 86_400
+
+
+def test_the_default_figures_are_the_constants_and_controls_follow_the_audit_log() -> None:
+    kept = retention.DEFAULT_RETENTION
+    assert (kept.events_s, kept.audit_s, kept.archive_s) == (
+        retention.EVENT_RETENTION_S,
+        retention.AUDIT_RETENTION_S,
+        retention.ARCHIVE_RETENTION_S,
+    )
+    configured = retention.Retention(events_s=3600, audit_s=7200, archive_s=10_800)
+    assert (configured.events_ms, configured.audit_ms, configured.archive_ms) == (
+        3_600_000,
+        7_200_000,
+        10_800_000,
+    )
+    assert (configured.control_s, configured.control_ms) == (7200, 7_200_000)

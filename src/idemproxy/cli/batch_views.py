@@ -54,7 +54,10 @@ def _section(title: str, actions: list[Document]) -> str:
             **action,
             "tool call": action["tool_call"],
             "step": shown_step,
-            "status": shown(action["status"]),
+            # An expired record's outcome, from the archive: nothing is left to replay.
+            "status": f"{shown(action['status'])} archived".strip()
+            if action.get("archived")
+            else shown(action["status"]),
             "external id": action["external_id"],
             "lease until": when(action["lease_expires_ms"]),
         }
@@ -81,6 +84,17 @@ def batch(document: Document) -> str:
     ]
     if document["replay"]:
         parts.append("a re-run replays tool calls: " + ", ".join(document["replay"]))
+    archived = sum(1 for title in _SECTION_COLUMNS for a in document[title] if a.get("archived"))
+    if archived:
+        parts.append(
+            f"{archived} effect(s) whose records expired are shown from the batch's archive"
+            " (status marked archived)"
+        )
+    if document.get("expired"):
+        parts.append(
+            "a re-run sends again tool calls (their records expired): "
+            + ", ".join(document["expired"])
+        )
     if document["abandoned"]:
         gone = document["abandoned"]
         parts.append(

@@ -119,7 +119,30 @@ def status(document: Document) -> str:
         ][: len(columns)]
         for a in document["agents"]
     ]
-    return f"{head}\n{events}\n\n{table(columns, rows)}"
+    kept = _retention(document)
+    return f"{head}\n{events}{kept}\n\n{table(columns, rows)}"
+
+
+_DEFAULT_RETENTION = {"events_s": 7 * 86_400, "audit_s": 90 * 86_400, "archive_s": 90 * 86_400}
+
+
+def _retention(document: Document) -> str:
+    """A line on the store's retention where it is not the default ('' otherwise, and from a
+    proxy older than the field)."""
+    figures = document.get("retention") or {}
+    shown_figures = {name: kept for name, kept in figures.items() if kept is not None}
+    if all(_DEFAULT_RETENTION.get(name) == kept for name, kept in shown_figures.items()):
+        return ""
+    parts = [f"{name.removesuffix('_s')} {_duration(kept)}" for name, kept in shown_figures.items()]
+    return "\nretention: " + ", ".join(parts)
+
+
+def _duration(seconds: int) -> str:
+    for unit, size in (("days", 86_400), ("hours", 3600)):
+        if seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit if count != 1 else unit.removesuffix('s')}"
+    return f"{seconds} s"
 
 
 def status_exit_rule(document: Document) -> ExitCode:

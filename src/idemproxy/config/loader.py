@@ -126,7 +126,31 @@ def load_config(
         except ConfigError as exc:
             raise ConfigError(f"upstream {name!r}: {exc}") from exc
         _check_ttls(name, config.upstreams[name], policies[name])
+    _check_retention(config, policies)
     return LoadedConfig(config, policies)
+
+
+def _check_retention(config: ProxyConfig, policies: dict[str, Policy]) -> None:
+    """Refuse an archive or audit log kept shorter than the records it explains: a batch
+    whose records still live would have lost its archive, or the audit entry of a decision."""
+    routes = [
+        (name, route)
+        for name, policy in policies.items()
+        for route in (*policy.routes, policy.default)
+    ]
+    if not routes:
+        return
+    upstream, longest = max(routes, key=lambda item: item[1].ttl_s)
+    retention = config.retention
+    for setting, kept_s in (("archive_s", retention.archive_s), ("audit_s", retention.audit_s)):
+        if kept_s < longest.ttl_s:
+            variable = f"{ENV_PREFIX}RETENTION__{setting.upper()}"
+            raise ConfigError(
+                f"retention.{setting} {kept_s} is shorter than the ttl_s {longest.ttl_s} of route"
+                f" {longest.name!r} of upstream {upstream!r}: what explains a record must outlive"
+                f" it. Set retention.{setting} (or {variable}) to at least {longest.ttl_s}, or"
+                " lower the route's ttl_s"
+            )
 
 
 def _check_ttls(name: str, upstream: UpstreamConfig, policy: Policy) -> None:

@@ -22,6 +22,12 @@ from yarl import URL
 
 from idemproxy.policies.loader import shipped_packs
 from idemproxy.store.control import MAX_STREAK
+from idemproxy.store.retention import (
+    ARCHIVE_RETENTION_S,
+    AUDIT_RETENTION_S,
+    EVENT_RETENTION_S,
+    Retention,
+)
 
 ENV_PREFIX = "IDEMPROXY_"
 
@@ -154,6 +160,27 @@ class RecoveryConfig(Frozen):
     pause_after_failures: Annotated[int, Field(ge=0, le=MAX_STREAK)] = 5
 
 
+HOUR_S = 3600
+DAY_S = 86_400
+MAX_RETENTION_S = 10 * 365 * DAY_S  # a store is not an archive for decades
+
+
+class RetentionConfig(Frozen):
+    """How long the store keeps what is not an effect record (store/retention.py).
+
+    ``archive_s`` covers the archives of abandoned batches and every batch's archive of
+    outcomes, which answers ``batch-status`` once the records expired; it and ``audit_s`` must
+    outlive the longest route ``ttl_s`` (the loader checks, knowing the routes).
+    """
+
+    events_s: Annotated[int, Field(ge=HOUR_S, le=MAX_RETENTION_S)] = EVENT_RETENTION_S
+    audit_s: Annotated[int, Field(ge=HOUR_S, le=MAX_RETENTION_S)] = AUDIT_RETENTION_S
+    archive_s: Annotated[int, Field(ge=HOUR_S, le=MAX_RETENTION_S)] = ARCHIVE_RETENTION_S
+
+    def figures(self) -> Retention:
+        return Retention(events_s=self.events_s, audit_s=self.audit_s, archive_s=self.archive_s)
+
+
 class StoreSafetyConfig(Frozen):
     """What the proxy asks of its store beyond answering: that it cannot silently lose records
     (docs/reliability.md, "A store that loses records")."""
@@ -192,6 +219,7 @@ class ProxyConfig(Frozen):
     controller: ControllerConfig = ControllerConfig()
     recovery: RecoveryConfig = RecoveryConfig()
     store_safety: StoreSafetyConfig = StoreSafetyConfig()
+    retention: RetentionConfig = RetentionConfig()
 
     _host_port = field_validator("listen", "admin_listen", mode="before")(parse_host_port)
 

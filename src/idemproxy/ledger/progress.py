@@ -7,6 +7,11 @@ A record's state says where its effect stands::
     not_applied               failed action, retryable: a repeat is forwarded again
     in_flight                 pending: an attempt holds the key now
     unknown                   unknown outcome: waits for review, never re-sent
+
+A record that expired (its route's ``ttl_s`` passed) is gone, but its outcome stays in the
+batch's archive of outcomes (store/outcomes.py) for the archive retention: it is listed the
+same way, marked ``archived``. A re-run sends an archived effect again, as a new one: nothing is
+left to replay, so its tool call is listed under ``expired`` instead of ``replay``.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from idemproxy.store.outcomes import ArchivedOutcome
 from idemproxy.store.records import EffectRecord, RecordState
 
 
@@ -43,6 +49,7 @@ class BatchAction:
     attempts: int = 0
     updated_ms: int = 0
     lease_expires_ms: int = 0
+    archived: bool = False  # the record expired: this is its outcome as the archive keeps it
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +74,8 @@ class BatchProgress:
     strategy: RecoveryStrategy
     replay: tuple[str, ...]  # tool calls whose effects a re-run gets replayed, not re-sent
     abandoned: Abandonment | None = None
+    # Tool calls whose completed effects expired: a re-run would send them again.
+    expired: tuple[str, ...] = ()
 
 
 def batch_action(record: EffectRecord) -> BatchAction:
@@ -89,25 +98,56 @@ def batch_action(record: EffectRecord) -> BatchAction:
     )
 
 
+def archived_action(agent: str, outcome: ArchivedOutcome) -> BatchAction:
+    """An expired effect, from its archived outcome: a repeat of it is sent again."""
+    return BatchAction(
+        effect_key=f"{agent}/{outcome.effect_id}",
+        tool_call=outcome.tool_call,
+        action=outcome.action,
+        upstream=outcome.upstream,
+        method=outcome.method,
+        path=outcome.path,
+        state=outcome.state,
+        status=outcome.status,
+        external_id=outcome.external_id,
+        reason=outcome.reason,
+        retryable=outcome.state is RecordState.NOT_APPLIED or outcome.status >= 400,
+        attempts=outcome.attempts,
+        updated_ms=outcome.updated_ms,
+        archived=True,
+    )
+
+
 def batch_progress(
-    agent: str, batch: str, records: Iterable[EffectRecord], abandoned: Abandonment | None
+    agent: str,
+    batch: str,
+    records: Iterable[EffectRecord],
+    abandoned: Abandonment | None,
+    archived: Iterable[ArchivedOutcome] = (),
 ) -> BatchProgress:
-    """Sort the batch's records into progress and pick the strategy of SPEC 6."""
+    """Sort the batch's records, and the archived outcomes of those that expired, into
+    progress and pick the strategy of SPEC 6."""
     completed: list[BatchAction] = []
     failed: list[BatchAction] = []
     pending: list[BatchAction] = []
     unknown: list[BatchAction] = []
-    for record in records:
-        action = batch_action(record)
-        if record.state is RecordState.IN_FLIGHT:
+    records = list(records)
+    live = {record.key.effect_id for record in records}
+    actions = [batch_action(record) for record in records]
+    actions += [archived_action(agent, o) for o in archived if o.effect_id not in live]
+    for action in actions:
+        if action.state is RecordState.IN_FLIGHT:
             pending.append(action)
-        elif record.state is RecordState.UNKNOWN:
+        elif action.state is RecordState.UNKNOWN:
             unknown.append(action)
-        elif record.state is RecordState.NOT_APPLIED or action.status >= 400:
+        elif action.state is RecordState.NOT_APPLIED or action.status >= 400:
             failed.append(action)
         else:
             completed.append(action)
-    replay = tuple(dict.fromkeys(action.tool_call for action in completed))
+    replay = tuple(dict.fromkeys(a.tool_call for a in completed if not a.archived))
+    expired = tuple(
+        dict.fromkeys(a.tool_call for a in completed if a.archived and a.tool_call not in replay)
+    )
     if abandoned is not None:
         strategy = RecoveryStrategy.ABANDON
     elif unknown:
@@ -126,4 +166,5 @@ def batch_progress(
         strategy=strategy,
         replay=replay,
         abandoned=abandoned,
+        expired=expired,
     )

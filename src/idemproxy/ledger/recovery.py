@@ -80,12 +80,13 @@ class Recovery:
     async def _load(self, agent: str, batch: str) -> tuple[BatchProgress, list[EffectRecord]]:
         records = await self._store.batch_records(agent, batch)
         archive = await self._store.read_archive(agent, batch)
-        if not records and archive is None:
+        outcomes = await self._store.read_outcomes(agent, batch)
+        if not records and archive is None and not outcomes:
             if agent not in await self._store.list_agents():
                 raise not_found(f"agent {agent!r}")
             raise not_found(f"batch {batch!r} of agent {agent!r}")
         abandoned = _abandonment(archive) if archive is not None else None
-        return batch_progress(agent, batch, records, abandoned), records
+        return batch_progress(agent, batch, records, abandoned, outcomes), records
 
     async def recover(
         self, agent: str, batch: str, mode: RecoverMode, actor: str, note: str = ""
@@ -179,6 +180,13 @@ def _summary(progress: BatchProgress) -> str:
 
 
 def _next_step(progress: BatchProgress) -> str:
+    if progress.expired and progress.strategy is not RecoveryStrategy.ABANDON:
+        calls = ", ".join(progress.expired)
+        return (
+            f"do not re-run tool call(s) {calls}: their records expired (the archive shows what"
+            " they did), so a re-run would send them again; re-run only the rest, with the same"
+            " Idem-Batch and Idem-Tool-Call ids"
+        )
     if progress.strategy is RecoveryStrategy.ABANDON:
         return "nothing: the batch is archived; do not re-run it unless you mean to"
     if progress.strategy is RecoveryStrategy.SELECTIVE:

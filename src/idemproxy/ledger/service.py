@@ -24,7 +24,6 @@ from idemproxy.ledger.review import Decision, Review, not_found, parse_key
 from idemproxy.store.journal import AuditEntry, DeliveryCursor
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import StoredResponse
-from idemproxy.store.retention import EVENT_RETENTION_S
 from idemproxy.storeguard import StoreGuard
 
 MAX_LIMIT = 1000
@@ -123,18 +122,24 @@ class LedgerService:
                     **await self._delivery(agent),
                 }
             )
+        retention = self._retention()
         return {
             "store": self._store.backend,
             "unknown": sum(item["unknown"] for item in agents),
             "controller": self._controller.value,
-            # The durable stores keep events no controller waits for that long; memory:// keeps
-            # them while it runs.
-            "event_retention_s": None if self._store.backend == "memory" else EVENT_RETENTION_S,
+            "event_retention_s": retention["events_s"],  # as before "retention" said it all
+            "retention": retention,
             "backlog": sum(item["backlog"] for item in agents),
             "parked": sum(1 for item in agents if item["parked"]),
             "paused": sum(1 for item in agents if item["paused"]),
             "agents": agents,
         }
+
+    def _retention(self) -> dict[str, int | None]:
+        """The store's figures; memory:// keeps events and audit entries while it runs."""
+        kept, memory = self._store.retention, self._store.backend == "memory"
+        events, audit = (None, None) if memory else (kept.events_s, kept.audit_s)
+        return {"events_s": events, "audit_s": audit, "archive_s": kept.archive_s}
 
     async def effect(self, key: str) -> Document:
         return documents.record(await self._review.item(parse_key(key)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from idemproxy.store.control import AgentControl, PauseRequest
 from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
+from idemproxy.store.outcomes import ArchivedOutcome
 from idemproxy.store.protocols import Control, Journal, RecordStore, Safety
 from idemproxy.store.records import (
     ClaimRequest,
@@ -20,18 +21,26 @@ from idemproxy.store.records import (
     ResolveResult,
     Settlement,
 )
+from idemproxy.store.retention import DEFAULT_RETENTION, Retention
 from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerCheck
 from idemproxy.store.work import Forgotten, Work
 
 
 class ComposedStore:
     """The :class:`~idemproxy.store.protocols.Store` of four parts; ``records`` also says
-    which backend it is and opens and closes what the parts share."""
+    which backend it is and opens and closes what the parts share. ``retention`` is what the
+    backend built its parts with, for those who report it."""
 
     def __init__(
-        self, records: RecordStore, journal: Journal, control: Control, safety: Safety
+        self,
+        records: RecordStore,
+        journal: Journal,
+        control: Control,
+        safety: Safety,
+        retention: Retention = DEFAULT_RETENTION,
     ) -> None:
         self.backend = records.backend
+        self.retention = retention
         self.records = records
         self.journal = journal
         self.control = control
@@ -101,6 +110,9 @@ class ComposedStore:
 
     async def read_archive(self, agent: str, batch: str) -> bytes | None:
         return await self.journal.read_archive(agent, batch)
+
+    async def read_outcomes(self, agent: str, batch: str) -> list[ArchivedOutcome]:
+        return await self.journal.read_outcomes(agent, batch)
 
     # Control
 

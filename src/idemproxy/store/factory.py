@@ -12,6 +12,7 @@ from pathlib import Path
 from idemproxy.store.errors import InvalidStoreURL, StoreNotFound
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.protocols import Store
+from idemproxy.store.retention import DEFAULT_RETENTION, Retention
 
 VALID_FORMS = """valid store URLs are:
   redis://[user:password@]host[:port][/db]      e.g. redis://127.0.0.1:6379/0
@@ -28,8 +29,11 @@ for N replicas to have it (docs/configuration.md)."""
 _REDIS_SCHEMES = ("redis", "rediss", "redis+sentinel", "redis+cluster")
 
 
-def open_store(url: str, *, create: bool = True) -> Store:
+def open_store(url: str, *, create: bool = True, retention: Retention = DEFAULT_RETENTION) -> Store:
     """The store named by ``url``; :class:`InvalidStoreURL` lists the valid forms otherwise.
+
+    ``retention`` (the proxy's ``retention:`` settings) is handed to the backend, whose parts
+    all keep events, audit entries and archives by it.
 
     ``create`` (a proxy) makes a SQLite file and its directory where there is none. Without
     it (the CLI) a store must be there already: :class:`StoreNotFound` says where it looked.
@@ -44,15 +48,15 @@ def open_store(url: str, *, create: bool = True) -> Store:
                 "memory:// lives inside the process that opened it: no other process can"
                 " reach a proxy's memory store. Use that proxy's admin API (--admin-url)"
             )
-        return MemoryStore()
+        return MemoryStore(retention=retention)
     if scheme == "sqlite":
-        return _open_sqlite(url, create)
+        return _open_sqlite(url, create, retention)
     if scheme in _REDIS_SCHEMES:
         # Imported here so that a deployment on SQLite never loads the Redis client.
         from idemproxy.store.redis.store import RedisStore
 
         try:
-            return RedisStore.from_url(url)
+            return RedisStore.from_url(url, retention=retention)
         except InvalidStoreURL as exc:
             raise _invalid(url, str(exc)) from exc
     raise _invalid(url, f"no store backend is called {scheme!r}")
@@ -94,19 +98,19 @@ def store_location(url: str) -> str:
 _PASSWORD = re.compile(r"^([a-z+]+://[^/:@]*:)[^/]*@", re.IGNORECASE)
 
 
-def _open_sqlite(url: str, create: bool) -> Store:
+def _open_sqlite(url: str, create: bool, retention: Retention) -> Store:
     from idemproxy.store.sqlite import SQLiteStore
 
     path = sqlite_path(url)
     if not create:
         if not path.is_file():
             raise _not_found(url, path)
-        return SQLiteStore(path, create=False)
+        return SQLiteStore(path, create=False, retention=retention)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise _invalid(url, f"cannot create the directory {path.parent}: {exc}") from exc
-    return SQLiteStore(path)
+    return SQLiteStore(path, retention=retention)
 
 
 def _not_found(url: str, path: Path) -> StoreNotFound:

@@ -19,6 +19,7 @@ from typing import Protocol
 
 from idemproxy.store.control import AgentControl, PauseRequest
 from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
+from idemproxy.store.outcomes import ArchivedOutcome
 from idemproxy.store.records import (
     ClaimRequest,
     ClaimResult,
@@ -29,6 +30,7 @@ from idemproxy.store.records import (
     ResolveResult,
     Settlement,
 )
+from idemproxy.store.retention import Retention
 from idemproxy.store.safety import Durability, Loss, LossKind, Marker, MarkerCheck
 from idemproxy.store.work import Forgotten, Work
 
@@ -165,6 +167,16 @@ class Journal(Protocol):
         """The archive kept by :meth:`clear_batch` for the batch, if any."""
         ...
 
+    async def read_outcomes(self, agent: str, batch: str) -> list[ArchivedOutcome]:
+        """The batch's archive of outcomes (store/outcomes.py), oldest claim first.
+
+        Each settle or resolve that starts a record's TTL (``completed``, ``not_applied``)
+        writes the record's outcome there in the same step, kept ``Retention.archive_s`` from
+        then, whether or not the record still lives; :meth:`clear_batch` drops the outcomes of
+        the records it deletes.
+        """
+        ...
+
 
 class Control(Protocol):
     """Per agent: the pause and the failure streak that pauses it (store/control.py), and the
@@ -258,3 +270,5 @@ class Safety(Protocol):
 
 class Store(RecordStore, Journal, Control, Safety, Protocol):
     """Every part at once: what a backend implements, the factory opens and the ledger uses."""
+
+    retention: Retention  # the figures every part keeps things by

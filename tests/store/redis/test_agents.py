@@ -16,6 +16,7 @@ from idemproxy.store.records import Claimed, RecordKey
 from idemproxy.store.redis import agents as redis_agents
 from idemproxy.store.redis import keys as layout
 from idemproxy.store.redis.store import RedisStore
+from idemproxy.store.retention import Retention
 from idemproxy.store.work import Work
 from tests.store.test_contract import claim_request, completed
 
@@ -150,3 +151,11 @@ async def test_work_an_older_version_left_unlisted_is_found(
     assert await client.exists(layout.SEEDED_KEY)
     assert await store.list_busy_agents(Work.REVIEW) == ["in-flight"]
     assert await store.list_busy_agents(Work.DELIVERY) == ["in-flight"]
+
+
+def test_the_registry_keeps_an_agent_past_the_longer_of_its_audit_log_and_archives() -> None:
+    day_ms = 86_400_000
+    assert redis_agents.forget_after_ms(Retention(audit_s=86_400, archive_s=5 * 86_400)) == (
+        6 * day_ms
+    )
+    assert redis_agents.forget_after_ms(Retention()) == 91 * day_ms

@@ -18,12 +18,14 @@ def test_argv_is_sent_as_the_scripts_compare_it() -> None:
         has_audit=False,
         audit=argv.NO_AUDIT,
         expected_fence=None,
+        archive_retention_ms=3000,
     )
     assert argv.flatten(args) == [
         *("e", "unknown", "completed", 1000, 2000, "", "r"),
         *("1", 201, b"[]", b"body", "0"),
         *("0", 0, "", "", "", "", "", ""),
         "",
+        3000,
     ]
     listed = argv.flatten(argv.ForgetArgs(7, ("a", 1, 0, "b", 2, 1)))
     assert listed == [7, "a", 1, 0, "b", 2, 1]

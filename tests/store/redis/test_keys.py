@@ -63,3 +63,11 @@ def test_an_empty_agent_still_has_a_hash_tag() -> None:
     keys = [layout.outbox_key(""), layout.record_key(RecordKey("", "a")), layout.unknown_key("")]
     assert len({key_slot(key.encode()) for key in keys}) == 1
     assert layout.agent_tag("") != layout.agent_tag("%")
+
+
+def test_a_batch_archive_of_outcomes_is_named_from_its_set_and_shares_the_agents_slot() -> None:
+    outcomes = layout.outcomes_key("agent:1", "b:1")
+    assert outcomes == layout.batch_key("agent:1", "b:1") + ":outcomes"
+    assert key_slot(outcomes.encode()) == key_slot(layout.outbox_key("agent:1").encode())
+    # No batch's set can be named like another batch's archive: an encoded batch has no ':'.
+    assert layout.batch_key("agent:1", "b:1:outcomes") != outcomes

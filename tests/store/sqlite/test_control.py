@@ -31,7 +31,9 @@ async def test_a_pause_and_its_snapshot_outlive_a_restart_but_not_the_retention(
     assert len(kept.snapshot) == LIMIT
 
     with sqlite3.connect(path) as db:
-        sqlite_control.purge(db, wall_ms() + CONTROL_RETENTION_S * 1000 + 1)
+        sqlite_control.purge(
+            db, wall_ms() + CONTROL_RETENTION_S * 1000 + 1, CONTROL_RETENTION_S * 1000
+        )
     forgotten = SQLiteStore(path)
     try:
         assert await forgotten.read_control("bot") == AgentControl()

@@ -7,6 +7,7 @@ import dataclasses
 
 from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
 from idemproxy.store.memory.tables import MemoryTables
+from idemproxy.store.outcomes import ArchivedOutcome, in_order
 from idemproxy.store.records import EffectEvent, RecordKey, RecordState
 
 
@@ -61,6 +62,7 @@ class MemoryJournal:
                 and record.meta.batch == batch
             ):
                 del tables.records[key]
+                tables.live_outcomes(agent, batch, now_ms).pop(item.effect_id, None)
                 cleared.append(item.effect_id)
         if request.archive is not None:
             tables.archives[agent, batch] = request.archive
@@ -69,3 +71,7 @@ class MemoryJournal:
 
     async def read_archive(self, agent: str, batch: str) -> bytes | None:
         return self._tables.archives.get((agent, batch))
+
+    async def read_outcomes(self, agent: str, batch: str) -> list[ArchivedOutcome]:
+        outcomes = self._tables.live_outcomes(agent, batch, self._tables.clock_ms())
+        return in_order(list(outcomes.values()))

@@ -76,6 +76,7 @@ class MemoryRecords:
             return False
         record = settled_record(record, settlement, now_ms)
         tables.records[key] = (record, expires_ms(record.state, now_ms, settlement.ttl_s))
+        tables.archive_outcome(record, now_ms)
         tables.emit(record, settlement.event_type(), now_ms)
         if settlement.pause_after_failures > 0:
             self._count(key, fence, settlement, now_ms)
@@ -99,6 +100,7 @@ class MemoryRecords:
         fence = tables.next_fence(key.agent, record.fence)
         record = resolved_record(record, resolution, fence, now_ms)
         tables.records[key] = (record, now_ms + resolution.ttl_s * 1000)
+        tables.archive_outcome(record, now_ms)
         tables.emit(record, EventType.RESOLVED, now_ms)
         if request.audit is not None:
             tables.append_audit(request.audit, now_ms)

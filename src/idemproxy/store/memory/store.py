@@ -11,13 +11,17 @@ from idemproxy.store.memory.journal import MemoryJournal
 from idemproxy.store.memory.records import MemoryRecords
 from idemproxy.store.memory.safety import MemorySafety
 from idemproxy.store.memory.tables import MemoryTables
+from idemproxy.store.retention import DEFAULT_RETENTION, Retention
 
 
 class MemoryStore(ComposedStore):
-    """One part per protocol over the same tables."""
+    """One part per protocol over the same tables. Nothing here outlives the process, so of
+    ``retention`` only the archives' figure matters: the rest is kept while it runs."""
 
-    def __init__(self, clock_ms: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self, clock_ms: Callable[[], int] | None = None, retention: Retention = DEFAULT_RETENTION
+    ) -> None:
         clock: Callable[[], int] = clock_ms or SteadyClock()
-        self._tables = tables = MemoryTables(clock)
+        self._tables = tables = MemoryTables(clock, retention)
         parts = MemoryJournal(tables), MemoryControl(tables), MemorySafety(clock)
-        super().__init__(MemoryRecords(tables), *parts)
+        super().__init__(MemoryRecords(tables), *parts, retention=retention)

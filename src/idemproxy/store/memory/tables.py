@@ -7,20 +7,29 @@ from collections.abc import Callable
 
 from idemproxy.store.control import AgentControl
 from idemproxy.store.journal import AuditEntry, DeliveryCursor
+from idemproxy.store.outcomes import ARCHIVED_STATES, ArchivedOutcome, archived_outcome
 from idemproxy.store.records import EffectEvent, EffectRecord, EventType, RecordKey
+from idemproxy.store.retention import DEFAULT_RETENTION, Retention
+
+# A batch's archive of outcomes: effect id -> outcome, and when the whole archive expires.
+OutcomeArchive = tuple[dict[str, ArchivedOutcome], int]
 
 
 class MemoryTables:
     """The memory store's state; every part reads and writes it under the event loop, so each
     call is atomic without a lock (none awaits in the middle of a change)."""
 
-    def __init__(self, clock_ms: Callable[[], int]) -> None:
+    def __init__(
+        self, clock_ms: Callable[[], int], retention: Retention = DEFAULT_RETENTION
+    ) -> None:
         self.clock_ms = clock_ms
+        self.retention = retention
         self.records: dict[RecordKey, tuple[EffectRecord, int]] = {}  # record, expires_ms
         self.events: dict[str, list[EffectEvent]] = {}
         self.cursors: dict[str, DeliveryCursor] = {}
         self.audit: dict[str, list[AuditEntry]] = {}
         self.archives: dict[tuple[str, str], bytes] = {}
+        self.outcomes: dict[tuple[str, str], OutcomeArchive] = {}
         self.controls: dict[str, AgentControl] = {}
         self.fences: dict[str, int] = {}  # the last fence handed out, per agent
         self._next_id = 0  # of events and audit entries, which order together
@@ -43,6 +52,24 @@ class MemoryTables:
             for key in list(self.records)
             if key.agent == agent and (record := self.live(key, now_ms)) is not None
         ]
+
+    def archive_outcome(self, record: EffectRecord, now_ms: int) -> None:
+        """Keep the outcome of a record whose TTL starts now in its batch's archive; the
+        archive lives ``archive_s`` from its latest outcome, as on Redis."""
+        if record.state not in ARCHIVED_STATES:
+            return
+        where = record.key.agent, record.meta.batch
+        outcomes = self.live_outcomes(*where, now_ms)
+        outcomes[record.key.effect_id] = archived_outcome(record)
+        self.outcomes[where] = outcomes, now_ms + self.retention.archive_ms
+
+    def live_outcomes(self, agent: str, batch: str, now_ms: int) -> dict[str, ArchivedOutcome]:
+        """The batch's archived outcomes, dropped once the archive expired."""
+        outcomes, expires_ms = self.outcomes.get((agent, batch), ({}, 0))
+        if expires_ms <= now_ms:
+            self.outcomes.pop((agent, batch), None)
+            return {}
+        return outcomes
 
     def next_fence(self, agent: str, above: int) -> int:
         """A fence above every fence the agent's keys ever had, expired records' included."""

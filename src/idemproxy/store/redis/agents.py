@@ -40,7 +40,7 @@ from idemproxy.store.redis.keys import (
     worklist_key,
 )
 from idemproxy.store.redis.pipeline import PipelinedRedis, PipelinedScript
-from idemproxy.store.retention import AUDIT_RETENTION_S
+from idemproxy.store.retention import DEFAULT_RETENTION, Retention
 from idemproxy.store.work import Forgotten, Work
 
 T = TypeVar("T")
@@ -49,8 +49,13 @@ LISTING_GRACE_S = 600.0
 # Past this many agents the registry forgets the least recently seen (operators no longer see
 # them listed; their records stay). The worklists have no cap: dropping one would lose work.
 REGISTRY_CAP = 100_000
-# Registry members unseen for longer than anything of theirs lives are dropped.
-FORGET_AFTER_MS = (AUDIT_RETENTION_S + 86_400) * 1000
+
+
+def forget_after_ms(retention: Retention) -> int:
+    """Registry members unseen for longer than anything of theirs lives are dropped."""
+    return (max(retention.audit_s, retention.archive_s) + 86_400) * 1000
+
+
 # Agents a sweep checks for work (worklist entries past their grace, or registry members while
 # seeding): this bounds what one pass costs, however many agents there are.
 CHECKS_PER_PASS = 500
@@ -69,9 +74,11 @@ class RedisAgents:
         pipeline: PipelinedRedis | None = None,
         listing_grace_s: float = LISTING_GRACE_S,
         registry_cap: int = REGISTRY_CAP,
+        retention: Retention = DEFAULT_RETENTION,
     ) -> None:
         """With ``pipeline``, listings go over it, in line with the claims they come before."""
         self._client = client
+        self._forget_after_ms = forget_after_ms(retention)
         self._pipeline = pipeline
         self.listing_grace_s = listing_grace_s
         self._grace_ms = int(listing_grace_s * 1000)
@@ -130,7 +137,7 @@ class RedisAgents:
 
     async def list_agents(self) -> list[str]:
         members: Any
-        await self._client.zremrangebyscore(AGENTS_KEY, "-inf", wall_ms() - FORGET_AFTER_MS)
+        await self._client.zremrangebyscore(AGENTS_KEY, "-inf", wall_ms() - self._forget_after_ms)
         members = await self._client.zrange(AGENTS_KEY, 0, -1)
         return sorted(_decoded(members))
 
@@ -142,7 +149,7 @@ class RedisAgents:
         over_cap = await self._trim(
             keys=[AGENTS_KEY],
             args=lua.TRIM_REGISTRY.argv(
-                TrimRegistryArgs(wall_ms() - FORGET_AFTER_MS, self._registry_cap)
+                TrimRegistryArgs(wall_ms() - self._forget_after_ms, self._registry_cap)
             ),
         )
         if not self._seeded:

@@ -91,6 +91,7 @@ class SettleArgs(NamedTuple):
     reason: str
     response: ResponseArgs
     streak: StreakArgs
+    archive_retention_ms: int  # of the batch's archive of outcomes
 
 
 class ResolveArgs(NamedTuple):
@@ -105,6 +106,7 @@ class ResolveArgs(NamedTuple):
     has_audit: bool
     audit: AuditArgs
     expected_fence: int | None  # None: any
+    archive_retention_ms: int  # of the batch's archive of outcomes
 
 
 class RenewArgs(NamedTuple):

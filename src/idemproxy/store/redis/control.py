@@ -21,6 +21,7 @@ from idemproxy.store.control import (
     PauseRequest,
 )
 from idemproxy.store.errors import StoreCorrupt
+from idemproxy.store.records import Settlement
 from idemproxy.store.redis import lua
 from idemproxy.store.redis.agents import RedisAgents
 from idemproxy.store.redis.argv import StreakArgs, WritePauseArgs
@@ -33,7 +34,7 @@ from idemproxy.store.redis.keys import (
     snapshot_key,
     streak_key,
 )
-from idemproxy.store.retention import CONTROL_RETENTION_S
+from idemproxy.store.retention import Retention
 from idemproxy.store.work import Forgotten, Work
 
 _PAUSE_FIELDS = (ControlField.PAUSED, ControlField.REASON, ControlField.ACTOR, ControlField.SINCE)
@@ -43,9 +44,11 @@ def control_keys(agent: str) -> list[str]:
     return [control_key(agent), streak_key(agent), snapshot_key(agent)]
 
 
-def streak_args(limit: int, error: str | None, agent: str) -> StreakArgs:
-    """What the settle script needs to count an outcome: pause after ``limit`` failures."""
-    retention_ms = CONTROL_RETENTION_S * 1000
+def streak_args(settlement: Settlement, agent: str, retention: Retention) -> StreakArgs:
+    """What the settle script needs to count the outcome: pause after
+    ``settlement.pause_after_failures`` failures."""
+    limit, error = settlement.pause_after_failures, settlement.failure()
+    retention_ms = retention.control_ms
     # The automatic pause's audit entry is kept as long as the control it changed.
     return StreakArgs(
         pause_after=limit,
@@ -62,9 +65,12 @@ class RedisControl:
     """The agent controls of :class:`~idemproxy.store.redis.store.RedisStore`: reading and
     writing a pause, and the agent listings its registry (:mod:`.agents`) keeps."""
 
-    def __init__(self, client: Redis | RedisCluster, agents: RedisAgents) -> None:
+    def __init__(
+        self, client: Redis | RedisCluster, agents: RedisAgents, retention: Retention
+    ) -> None:
         """``agents`` lists each agent before a pause is written."""
         self._agents = agents
+        self._retention = retention
         self._read_control = client.register_script(lua.READ_CONTROL.source)
         self._write_pause = client.register_script(lua.WRITE_PAUSE.source)
 
@@ -85,8 +91,8 @@ class RedisControl:
                 reason=pause.reason if pause else "",
                 actor=pause.actor if pause else "",
                 reset_failures=reset_failures,
-                control_retention_ms=CONTROL_RETENTION_S * 1000,
-                audit=audit_args(audit),
+                control_retention_ms=self._retention.control_ms,
+                audit=audit_args(audit, self._retention.audit_ms),
             )
         )
         reply: Any

@@ -15,6 +15,7 @@ from redis.asyncio.cluster import RedisCluster
 from idemproxy.store.clock import wall_ms
 from idemproxy.store.errors import StoreCorrupt
 from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
+from idemproxy.store.outcomes import ArchivedOutcome, decode_outcome, in_order
 from idemproxy.store.records import EffectEvent, EffectMeta, EventType, RecordKey
 from idemproxy.store.redis import lua
 from idemproxy.store.redis.argv import (
@@ -35,9 +36,10 @@ from idemproxy.store.redis.keys import (
     batch_key,
     cursor_key,
     outbox_key,
+    outcomes_key,
     record_key,
 )
-from idemproxy.store.retention import ARCHIVE_RETENTION_S, AUDIT_RETENTION_S
+from idemproxy.store.retention import Retention
 
 STREAM_ID = re.compile(r"\d+-\d+")  # an event or audit entry id
 
@@ -57,10 +59,10 @@ class RedisJournal:
     """The journal operations of :class:`~idemproxy.store.redis.store.RedisStore`: outbox
     events, delivery cursors, audit entries and archives."""
 
-    def __init__(self, client: Redis | RedisCluster, retention_ms: int) -> None:
-        """``retention_ms``: how long the outbox keeps an event."""
+    def __init__(self, client: Redis | RedisCluster, retention: Retention) -> None:
         self._client = client
-        self._retention_ms = retention_ms
+        self._retention = retention
+        self._retention_ms = retention.events_ms  # the outbox's
         self._write_cursor = client.register_script(lua.WRITE_CURSOR.source)
         self._clear_batch = client.register_script(lua.CLEAR_BATCH.source)
         self._count_events = client.register_script(lua.COUNT_EVENTS.source)
@@ -122,7 +124,7 @@ class RedisJournal:
                 cursor.version,
                 self._retention_ms,
                 audit is not None,
-                audit_args(audit),
+                audit_args(audit, self._retention.audit_ms),
                 tuple(fields),
             )
         )
@@ -143,9 +145,9 @@ class RedisJournal:
         reply: Any
         with translated("append_audit"):
             async with self._client.pipeline(transaction=False) as pipe:
-                minid = wall_ms() - AUDIT_RETENTION_S * 1000
+                minid = wall_ms() - self._retention.audit_ms
                 pipe.xadd(stream, fields, minid=minid, approximate=True)  # type: ignore[arg-type]
-                pipe.pexpire(stream, AUDIT_RETENTION_S * 1000)
+                pipe.pexpire(stream, self._retention.audit_ms)
                 reply = await pipe.execute()
         return _stamped(entry, reply[0].decode())
 
@@ -170,8 +172,8 @@ class RedisJournal:
             ClearBatchArgs(
                 has_archive=archive is not None,
                 archive=archive or b"",
-                archive_retention_ms=ARCHIVE_RETENTION_S * 1000,
-                audit=audit_args(audit),
+                archive_retention_ms=self._retention.archive_ms,
+                audit=audit_args(audit, self._retention.audit_ms),
                 id_fence_pairs=tuple(pairs),
             )
         )
@@ -186,12 +188,17 @@ class RedisJournal:
             archive = await self._client.get(archive_key(agent, batch))
         return bytes(archive) if archive is not None else None
 
+    async def read_outcomes(self, agent: str, batch: str) -> list[ArchivedOutcome]:
+        entries: Any
+        with translated("read_outcomes"):
+            entries = await self._client.hvals(outcomes_key(agent, batch))
+        return in_order([decode_outcome(bytes(entry)) for entry in entries])
 
-def audit_args(audit: AuditEntry | None) -> AuditArgs:
-    """An entry as the scripts take it (unused when None)."""
+
+def audit_args(audit: AuditEntry | None, retention_ms: int) -> AuditArgs:
+    """An entry as the scripts take it (unused when None), its stream kept ``retention_ms``."""
     if audit is None:
         return NO_AUDIT
-    retention_ms = AUDIT_RETENTION_S * 1000
     return AuditArgs(
         retention_ms, audit.action, audit.actor, audit.target, audit.before, audit.after, audit.note
     )

@@ -7,6 +7,9 @@ slot and the same layout works on Redis Cluster::
     idem:{A}:outbox          stream  the agent's events; the stream id is the event id
     idem:{A}:unknown         zset    effect ids awaiting review, scored by updated ms
     idem:{A}:b:<batch>       set     effect ids claimed under one batch
+    idem:{A}:b:<batch>:outcomes  hash  effect id -> its outcome, kept past the record
+                                     (store/outcomes.py); named from the set, as settle is
+                                     told no batch
     idem:{A}:leases          zset    effect ids in flight, scored by lease expiry ms (the sweep)
     idem:{A}:cursor          hash    where delivery to the recovery controller stands
     idem:{A}:audit           stream  operator actions (resolutions, recoveries, retries)
@@ -154,6 +157,13 @@ class LossField(StrEnum):
 
 # What the Lua scripts call each set of fields: ``{{record.fingerprint}}`` in a script's text
 # is RecordField.FINGERPRINT's name on the wire (store/redis/lua.py).
+class OutcomesKey(StrEnum):
+    """What the scripts add to a batch set's name to name the batch's archive of outcomes (an
+    encoded batch holds no ``:``, so no batch set can be named so)."""
+
+    SUFFIX = ":outcomes"
+
+
 FIELDS: dict[str, type[StrEnum]] = {
     "record": RecordField,
     "event": EventField,
@@ -162,6 +172,7 @@ FIELDS: dict[str, type[StrEnum]] = {
     "cursor": CursorField,
     "marker": MarkerField,
     "loss": LossField,
+    "outcomes": OutcomesKey,
 }
 
 
@@ -225,6 +236,11 @@ def cursor_key(agent: str) -> str:
 def audit_key(agent: str) -> str:
     """The stream of the agent's audit entries."""
     return f"{PREFIX}:{agent_tag(agent)}:audit"
+
+
+def outcomes_key(agent: str, batch: str) -> str:
+    """The batch's archive of outcomes: the batch set's name and its suffix."""
+    return batch_key(agent, batch) + OutcomesKey.SUFFIX
 
 
 def archive_key(agent: str, batch: str) -> str:

@@ -59,6 +59,7 @@ from idemproxy.store.redis.keys import (
 from idemproxy.store.redis.pipeline import PipelinedRedis, hot_script
 from idemproxy.store.redis.replicas import ReplicaWait
 from idemproxy.store.redis.wait import WaitedScript, waited_script
+from idemproxy.store.retention import Retention
 
 
 class RedisRecords:
@@ -72,17 +73,16 @@ class RedisRecords:
         client: Redis | RedisCluster,
         agents: RedisAgents,
         *,
-        retention_ms: int,
+        retention: Retention,
         pipeline: PipelinedRedis | None = None,
         replica_wait: ReplicaWait | None = None,
         extra_clients: Sequence[Redis] = (),
     ) -> None:
-        """``agents`` lists each agent before its claim; ``retention_ms`` is the outbox's."""
-        self._client = client
-        self._extra_clients = tuple(extra_clients)
-        self._agents = agents
-        self._pipeline = pipeline
-        self._retention_ms = retention_ms
+        """``agents`` lists each agent before its claim."""
+        self._client, self._extra_clients = client, tuple(extra_clients)
+        self._agents, self._pipeline = agents, pipeline
+        self._retention = retention
+        self._retention_ms = retention.events_ms  # the outbox's
         self._replica_wait = replica_wait
         # The marker's epoch as the last check saw it; '' claims without comparing.
         self.expected_epoch = ""
@@ -180,9 +180,8 @@ class RedisRecords:
                 external_id=settlement.external_id,
                 reason=settlement.reason,
                 response=response_args(settlement.response),
-                streak=streak_args(
-                    settlement.pause_after_failures, settlement.failure(), key.agent
-                ),
+                streak=streak_args(settlement, key.agent, self._retention),
+                archive_retention_ms=self._retention.archive_ms,
             )
         )
         keys = [*state_keys(key), *control_keys(key.agent), audit_key(key.agent)]
@@ -204,8 +203,9 @@ class RedisRecords:
                 reason=resolution.reason,
                 response=response_args(resolution.response),
                 has_audit=audit is not None,
-                audit=audit_args(audit),
+                audit=audit_args(audit, self._retention.audit_ms),
                 expected_fence=fence,
+                archive_retention_ms=self._retention.archive_ms,
             )
         )
         keys = [
@@ -259,8 +259,7 @@ class RedisRecords:
         """The batch set lives as long as the records an outcome gave a TTL; a held record (in
         flight or unknown) may outlive it, so those come from the leases and review indexes."""
         index = batch_key(agent, batch)
-        listed: Any
-        held: Any
+        listed: Any = None
         with translated("batch_records"):
             async with self._client.pipeline(transaction=False) as pipe:
                 pipe.smembers(index)

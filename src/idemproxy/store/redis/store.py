@@ -31,7 +31,7 @@ from idemproxy.store.redis.pipeline import PipelinedRedis
 from idemproxy.store.redis.records import RedisRecords
 from idemproxy.store.redis.replicas import ReplicaWait
 from idemproxy.store.redis.safety import RedisSafety
-from idemproxy.store.retention import EVENT_RETENTION_S
+from idemproxy.store.retention import DEFAULT_RETENTION, Retention
 
 RedisClient = Redis | RedisCluster
 
@@ -39,15 +39,16 @@ RedisClient = Redis | RedisCluster
 class RedisStore(ComposedStore):
     """The :class:`~idemproxy.store.protocols.Store` on Redis: single node, Sentinel or Cluster.
 
-    Event ids are stream ids (``<ms>-<seq>``): ordered by the stream, opaque to callers. Events
-    are kept ``event_retention_s``; the outbox stream of an agent quiet that long expires.
+    Event ids are stream ids (``<ms>-<seq>``): ordered by the stream, opaque to callers. What is
+    not a record is kept as ``retention`` says: the outbox stream of an agent quiet for its
+    ``events_s`` expires, and so on.
     """
 
     def __init__(
         self,
         client: RedisClient,
         *,
-        event_retention_s: int = EVENT_RETENTION_S,
+        retention: Retention = DEFAULT_RETENTION,
         extra_clients: Sequence[Redis] = (),
         pipeline: PipelinedRedis | None = None,
         replica_wait: ReplicaWait | None = None,
@@ -60,28 +61,32 @@ class RedisStore(ComposedStore):
         reads go over it instead. With ``replica_wait`` each claim waits for replicas to have it.
         ``listing_grace_s`` and ``registry_cap``: see :mod:`.agents`.
         """
-        retention_ms = event_retention_s * 1000
         self.agents = RedisAgents(
-            client, pipeline=pipeline, listing_grace_s=listing_grace_s, registry_cap=registry_cap
+            client,
+            pipeline=pipeline,
+            listing_grace_s=listing_grace_s,
+            registry_cap=registry_cap,
+            retention=retention,
         )
         records = RedisRecords(
             client,
             self.agents,
-            retention_ms=retention_ms,
+            retention=retention,
             pipeline=pipeline,
             replica_wait=replica_wait,
             extra_clients=extra_clients,
         )
-        journal = RedisJournal(client, retention_ms)
-        control = RedisControl(client, self.agents)
-        super().__init__(records, journal, control, RedisSafety(client, records))
+        journal = RedisJournal(client, retention)
+        control = RedisControl(client, self.agents, retention)
+        safety = RedisSafety(client, records)
+        super().__init__(records, journal, control, safety, retention=retention)
 
     @classmethod
     def from_url(
         cls,
         url: str,
         *,
-        event_retention_s: int = EVENT_RETENTION_S,
+        retention: Retention = DEFAULT_RETENTION,
         listing_grace_s: float = LISTING_GRACE_S,
     ) -> RedisStore:
         """Build from ``redis://``, ``rediss://``, ``redis+sentinel://`` or ``redis+cluster://``.
@@ -97,7 +102,7 @@ class RedisStore(ComposedStore):
             raise InvalidStoreURL(f"cannot use redis URL {url!r}: {exc}") from exc
         return cls(
             clients.client,
-            event_retention_s=event_retention_s,
+            retention=retention,
             extra_clients=clients.helpers,
             pipeline=clients.pipeline,
             replica_wait=wait,

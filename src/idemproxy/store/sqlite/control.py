@@ -23,7 +23,6 @@ from idemproxy.store.control import (
 )
 from idemproxy.store.errors import StoreCorrupt
 from idemproxy.store.records import RecordKey, Settlement
-from idemproxy.store.retention import CONTROL_RETENTION_S
 from idemproxy.store.sqlite import journal, worklist
 from idemproxy.store.sqlite.file import SQLiteFile
 from idemproxy.store.work import Forgotten, Work
@@ -97,9 +96,10 @@ def count(
         journal.append_audit(db, auto_pause_audit(key.agent, control.pause.reason), now_ms)
 
 
-def purge(db: sqlite3.Connection, now_ms: int) -> None:
-    """Forget the controls of agents untouched for as long as their audit log is kept."""
-    db.execute("DELETE FROM controls WHERE updated_ms < ?", (now_ms - CONTROL_RETENTION_S * 1000,))
+def purge(db: sqlite3.Connection, now_ms: int, retention_ms: int) -> None:
+    """Forget the controls of agents untouched for ``retention_ms`` (as long as their audit log
+    is kept)."""
+    db.execute("DELETE FROM controls WHERE updated_ms < ?", (now_ms - retention_ms,))
 
 
 class SQLiteControl:

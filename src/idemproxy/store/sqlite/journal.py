@@ -14,8 +14,10 @@ import dataclasses
 import sqlite3
 
 from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
+from idemproxy.store.outcomes import ArchivedOutcome
 from idemproxy.store.records import EffectEvent
-from idemproxy.store.sqlite import rows, worklist
+from idemproxy.store.retention import Retention
+from idemproxy.store.sqlite import outcomes, rows, worklist
 from idemproxy.store.sqlite.file import SQLiteFile
 from idemproxy.store.work import Work
 
@@ -167,6 +169,7 @@ def delete_cleared(db: sqlite3.Connection, request: ClearRequest, now_ms: int) -
             (agent, item.effect_id, batch, item.fence, now_ms),
         )
         if cursor.rowcount:
+            outcomes.drop(db, agent, batch, item.effect_id)
             deleted.append(item.effect_id)
     return deleted
 
@@ -188,8 +191,9 @@ def purge(
 class SQLiteJournal:
     """The :class:`~idemproxy.store.protocols.Journal` on these tables and the outbox."""
 
-    def __init__(self, file: SQLiteFile) -> None:
+    def __init__(self, file: SQLiteFile, retention: Retention) -> None:
         self._file = file
+        self._archive_ms = retention.archive_ms
 
     async def read_events(
         self, agent: str, after: str | None = None, limit: int = 100
@@ -239,6 +243,12 @@ class SQLiteJournal:
 
     async def read_archive(self, agent: str, batch: str) -> bytes | None:
         return await self._file.run(lambda db: read_archive(db, agent, batch))
+
+    async def read_outcomes(self, agent: str, batch: str) -> list[ArchivedOutcome]:
+        # Those the purge has not reached yet count as gone, as on the other stores.
+        return await self._file.read(
+            lambda db, now_ms: outcomes.read(db, agent, batch, now_ms - self._archive_ms)
+        )
 
 
 def _event_id(after: str | None) -> int:

@@ -33,7 +33,7 @@ from idemproxy.store.records import (
     Settlement,
     Standing,
 )
-from idemproxy.store.sqlite import control, journal, rows
+from idemproxy.store.sqlite import control, journal, outcomes, rows
 from idemproxy.store.sqlite.file import SQLiteFile
 
 # Fixed WHERE ... ORDER BY clauses of rows.select().
@@ -72,6 +72,7 @@ class SQLiteRecords:
                 return False
             record = settled_record(found[0], settlement, now_ms)
             rows.save(db, record, expires_ms(record.state, now_ms, settlement.ttl_s))
+            outcomes.archive(db, record, now_ms)
             rows.append_event(db, record, settlement.event_type(), now_ms)
             if settlement.pause_after_failures > 0:
                 control.count(db, key, fence, settlement, now_ms)
@@ -89,6 +90,7 @@ class SQLiteRecords:
             fence = rows.next_fence(db, key.agent, found[0].fence, now_ms)
             record = resolved_record(found[0], resolution, fence, now_ms)
             rows.save(db, record, now_ms + resolution.ttl_s * 1000)
+            outcomes.archive(db, record, now_ms)
             rows.append_event(db, record, EventType.RESOLVED, now_ms)
             if request.audit is not None:
                 journal.append_audit(db, request.audit, now_ms)

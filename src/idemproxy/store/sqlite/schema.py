@@ -11,8 +11,8 @@
 
 and the ledger's tables of :mod:`.journal` (schema 2 added them) and the worklists of
 :mod:`.worklist` (schema 3), both gained by an older file when it is opened, and the
-agents' controls of :mod:`.control` and the store's marker of :mod:`.safety`
-(made when a file is opened that lacks them).
+agents' controls of :mod:`.control`, the store's marker of :mod:`.safety` and the batches'
+archives of outcomes of :mod:`.outcomes` (made when a file is opened that lacks them).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from idemproxy.store.errors import StoreCorrupt, StoreNotFound
-from idemproxy.store.sqlite import control, journal, safety, worklist
+from idemproxy.store.sqlite import control, journal, outcomes, safety, worklist
 
 SCHEMA_VERSION = 3
 
@@ -85,6 +85,7 @@ def connect(path: Path, busy_timeout_ms: int, *, create: bool = True) -> sqlite3
             *control.TABLES,
             *safety.TABLES,
             *worklist.TABLES,
+            *outcomes.TABLES,
         )
         for statement in tables:
             db.execute(statement)

@@ -1,8 +1,8 @@
 """SQLite backend: the embedded default, durable without a server.
 
 One part per protocol (store/protocols.py), each running on the one file (store/sqlite/file.py);
-the store is their union. Events are kept ``event_retention_s``, then purged with expired
-records.
+the store is their union. What is not a record is kept as long as ``retention`` says, then
+purged with expired records.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import sqlite3
 from pathlib import Path
 
 from idemproxy.store.composed import ComposedStore
-from idemproxy.store.retention import ARCHIVE_RETENTION_S, AUDIT_RETENTION_S, EVENT_RETENTION_S
-from idemproxy.store.sqlite import control, journal, rows, schema
+from idemproxy.store.retention import DEFAULT_RETENTION, Retention
+from idemproxy.store.sqlite import control, journal, outcomes, rows, schema
 from idemproxy.store.sqlite.control import SQLiteControl
 from idemproxy.store.sqlite.file import SQLiteFile
 from idemproxy.store.sqlite.journal import SQLiteJournal
@@ -32,7 +32,7 @@ class SQLiteStore(ComposedStore):
         path: str | Path,
         *,
         busy_timeout_ms: int = BUSY_TIMEOUT_MS,
-        event_retention_s: int = EVENT_RETENTION_S,
+        retention: Retention = DEFAULT_RETENTION,
         create: bool = True,
     ) -> None:
         """Nothing is opened until the first call, and then on the store's own thread.
@@ -42,14 +42,15 @@ class SQLiteStore(ComposedStore):
         """
         path = Path(path)
         connect = functools.partial(schema.connect, path, busy_timeout_ms, create=create)
-        purge = functools.partial(_purge, retention_ms=event_retention_s * 1000)
+        purge = functools.partial(_purge, retention=retention)
         self._file = file = SQLiteFile(path, connect, purge)
-        parts = SQLiteJournal(file), SQLiteControl(file), SQLiteSafety(file)
-        super().__init__(SQLiteRecords(file), *parts)
+        parts = SQLiteJournal(file, retention), SQLiteControl(file), SQLiteSafety(file)
+        super().__init__(SQLiteRecords(file), *parts, retention=retention)
 
 
-def _purge(db: sqlite3.Connection, now_ms: int, retention_ms: int) -> None:
+def _purge(db: sqlite3.Connection, now_ms: int, retention: Retention) -> None:
     """Delete what is past its retention: records, events, fences, then the ledger's rows."""
-    rows.purge(db, now_ms, retention_ms)
-    journal.purge(db, now_ms, AUDIT_RETENTION_S * 1000, ARCHIVE_RETENTION_S * 1000)
-    control.purge(db, now_ms)
+    rows.purge(db, now_ms, retention.events_ms)
+    journal.purge(db, now_ms, retention.audit_ms, retention.archive_ms)
+    outcomes.purge(db, now_ms, retention.archive_ms)
+    control.purge(db, now_ms, retention.control_ms)

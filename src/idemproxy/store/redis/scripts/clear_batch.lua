@@ -1,5 +1,6 @@
 -- Deletes each listed record still not_applied at its fence, so the recovery may run again;
--- keeps the archive, if any, and writes the audit entry.
+-- keeps the archive, if any, and writes the audit entry. A deleted record's outcome leaves the
+-- batch's archive of outcomes (named from the batch set, as settle names it).
 -- KEYS: batch set, archive key, audit stream, then the records of ``id_fence_pairs``, aligned.
 -- Returns the effect ids deleted.
 local batch_set = KEYS[1]
@@ -26,6 +27,7 @@ for i = 4, #KEYS do
   if cur[1] == 'not_applied' and cur[2] == fence and cur[3] == batch_set then
     redis.call('DEL', KEYS[i])
     redis.call('SREM', batch_set, effect_id)
+    redis.call('HDEL', batch_set .. '{{outcomes.suffix}}', effect_id)
     cleared[#cleared + 1] = effect_id
   end
 end

@@ -79,6 +79,27 @@ local function emit(record, stream, cursor, effect_id, event_type, now, retentio
   end
 end
 
+-- Keep the outcome of a record whose TTL starts now in its batch's archive of outcomes
+-- (store/outcomes.py), named from the batch set's name: the record's fields but its response,
+-- as JSON. Times go as strings, since cjson would round numbers of that size. The archive
+-- lives ``archive_retention_ms`` from its latest outcome. Held records are not archived.
+local function archive_outcome(record, batch_set, effect_id, archive_retention_ms)
+  local f = redis.call('HMGET', record, '{{record.state}}', '{{record.batch}}',
+    '{{record.tool_call}}', '{{record.action}}', '{{record.upstream}}', '{{record.method}}',
+    '{{record.path}}', '{{record.status}}', '{{record.external_id}}', '{{record.reason}}',
+    '{{record.attempts}}', '{{record.created_ms}}', '{{record.updated_ms}}')
+  if f[1] ~= 'completed' and f[1] ~= 'not_applied' then
+    return
+  end
+  local outcome = cjson.encode({effect_id = effect_id, state = f[1], batch = f[2] or '',
+    tool_call = f[3] or '', action = f[4] or '', upstream = f[5] or '', method = f[6] or '',
+    path = f[7] or '', status = f[8] or '0', external_id = f[9] or '', reason = f[10] or '',
+    attempts = f[11] or '0', created_ms = f[12] or '0', updated_ms = f[13] or '0'})
+  local archive = batch_set .. '{{outcomes.suffix}}'
+  redis.call('HSET', archive, effect_id, outcome)
+  redis.call('PEXPIRE', archive, archive_retention_ms)
+end
+
 -- An in-flight record whose holder let its lease run out: it may have sent the request and
 -- died, so the outcome is unknown and goes to review.
 local function lapse(record, stream, cursor, unknown, leases, effect_id, reason, now,

@@ -29,6 +29,7 @@ local audit_before = ARGV[18]
 local audit_after = ARGV[19]
 local audit_note = ARGV[20]
 local expected_fence = ARGV[21]
+local archive_retention_ms = tonumber(ARGV[22])
 
 local cur = redis.call('HMGET', record, '{{record.state}}', '{{record.fence}}',
   '{{record.batch_key}}')
@@ -55,6 +56,7 @@ redis.call('ZREM', unknown, effect_id)
 redis.call('ZREM', leases, effect_id)
 if cur[3] then
   extend_expiry(cur[3], ttl_ms)
+  archive_outcome(record, cur[3], effect_id, archive_retention_ms)
 end
 emit(record, stream, cursor, effect_id, 'effect.resolved', now, retention_ms)
 if has_audit == '1' then

@@ -30,6 +30,7 @@ local streak_agent = ARGV[17]
 local streak_control_retention_ms = tonumber(ARGV[18])
 local streak_audit_retention_ms = tonumber(ARGV[19])
 local streak_longest = tonumber(ARGV[20])  -- the longest streak kept
+local archive_retention_ms = tonumber(ARGV[21])
 
 -- A failure joins the streak (and, while the agent is paused automatically, its snapshot); a
 -- success clears it. The failure that makes the streak long enough copies it into the snapshot
@@ -95,6 +96,7 @@ end
 -- carries the same hash tag as the record, so it lives in the same slot even on Redis Cluster.
 if cur[3] then
   extend_expiry(cur[3], ttl_ms)
+  archive_outcome(record, cur[3], effect_id, archive_retention_ms)
 end
 emit(record, stream, cursor, effect_id, event_type, now, retention_ms)
 if streak_pause_after > 0 then
