@@ -26,15 +26,29 @@ Nothing here imports an HTTP library; hook it into yours:
 
 Headers a request already carries win: a call that sets its own ``Idem-Step`` keeps it.
 docs/recovery.md shows each integration in full.
+
+Before re-running a batch that crashed, ask the proxy what it already did and tell the LLM::
+
+    context = agent.recovery_context("batch-7")  # None: the proxy has no record of it
+    if context is not None:
+        messages.insert(0, {"role": "system", "content": context.text})
+
+It reads the proxy listener (``IDEMPROXY_URL``, default http://127.0.0.1:8080) with the
+standard library alone; ``recovery_context_async`` runs it in a thread for asyncio code.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
+import os
 import re
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 AGENT_HEADER = "Idem-Agent"
 BATCH_HEADER = "Idem-Batch"
@@ -135,3 +149,112 @@ class RequestsAuth:
             request = self._inner(request)
         apply(request.headers)
         return request
+
+
+PROXY_URL_VARIABLE = "IDEMPROXY_URL"
+DEFAULT_PROXY_URL = "http://127.0.0.1:8080"
+# The proxy's own prefix, which no upstream name can take (admin/agent_context.py).
+CONTEXT_PATH = "/_idemproxy/v1/batches/{batch}/context"
+NOT_FOUND_OUTCOME = "not-found"
+
+
+class RecoveryContextError(Exception):
+    """The proxy could not be reached, or refused to give the context (the detail says why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryContext:
+    """What a batch already did, as the proxy recorded it (docs/recovery.md, "The agent's
+    recovery context"). Each action is a dict with ``tool_call``, ``action``, ``upstream``,
+    ``method``, ``path`` (secret parts redacted), ``status``, ``external_id``, ``summary`` and
+    ``retryable``."""
+
+    agent: str
+    batch: str
+    strategy: str  # restart_batch, selective, manual_only or abandon
+    advice: str  # what the strategy means for the agent
+    completed: tuple[dict[str, Any], ...]
+    unknown: tuple[dict[str, Any], ...]  # may or may not have happened: never repeat them
+    failed: tuple[dict[str, Any], ...]
+    pending: tuple[dict[str, Any], ...]  # being sent right now
+    text: str  # all of it, for a system message
+
+
+def recovery_context(
+    batch_id: str,
+    *,
+    base_url: str | None = None,
+    agent: str | None = None,
+    timeout_s: float = 10.0,
+) -> RecoveryContext | None:
+    """The recovery context of batch ``batch_id``; None when the proxy has no record of it.
+
+    ``base_url`` is the proxy listener (default ``$IDEMPROXY_URL`` or http://127.0.0.1:8080);
+    ``agent`` names the agent where the sidecar lets it (default: the current
+    ``agent.batch(..., agent=...)``, else the sidecar's own). Raises
+    :class:`RecoveryContextError` when the proxy cannot be reached or refuses.
+    """
+    # Imported here: importing this module must cost no HTTP machinery.
+    import urllib.error
+    import urllib.request
+
+    base = (base_url or os.environ.get(PROXY_URL_VARIABLE) or DEFAULT_PROXY_URL).rstrip("/")
+    url = base + CONTEXT_PATH.format(batch=quote(_checked(BATCH_HEADER, batch_id), safe=""))
+    named = agent or headers().get(AGENT_HEADER)
+    sent = {"Accept": "application/json"}
+    if named:
+        sent[AGENT_HEADER] = _checked(AGENT_HEADER, named)
+    if not url.startswith(("http://", "https://")):
+        raise RecoveryContextError(f"{base!r} is not an http(s) URL; set {PROXY_URL_VARIABLE}")
+    request = urllib.request.Request(url, headers=sent, method="GET")  # noqa: S310 - http(s) only
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as answer:  # noqa: S310
+            return _context(json.loads(answer.read()))
+    except urllib.error.HTTPError as refused:
+        if refused.headers.get("Idem-Outcome") == NOT_FOUND_OUTCOME:
+            return None
+        raise RecoveryContextError(f"the proxy at {base} refused: {_detail(refused)}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise RecoveryContextError(
+            f"cannot reach the proxy at {base} ({exc}); is it running? Set {PROXY_URL_VARIABLE}"
+            " to its listener"
+        ) from exc
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RecoveryContextError(f"{base} did not answer a recovery context: {exc!r}") from exc
+
+
+async def recovery_context_async(
+    batch_id: str,
+    *,
+    base_url: str | None = None,
+    agent: str | None = None,
+    timeout_s: float = 10.0,
+) -> RecoveryContext | None:
+    """:func:`recovery_context` in a worker thread, which keeps the current context."""
+    return await asyncio.to_thread(
+        recovery_context, batch_id, base_url=base_url, agent=agent, timeout_s=timeout_s
+    )
+
+
+def _context(document: dict[str, Any]) -> RecoveryContext:
+    def actions(name: str) -> tuple[dict[str, Any], ...]:
+        return tuple(dict(item) for item in document[name])
+
+    return RecoveryContext(
+        agent=str(document["agent"]),
+        batch=str(document["batch"]),
+        strategy=str(document["strategy"]),
+        advice=str(document["advice"]),
+        completed=actions("completed"),
+        unknown=actions("unknown"),
+        failed=actions("failed"),
+        pending=actions("pending"),
+        text=str(document["text"]),
+    )
+
+
+def _detail(refused: Any) -> str:
+    try:
+        return str(json.loads(refused.read())["detail"])
+    except (ValueError, KeyError, TypeError, OSError):
+        return f"HTTP {refused.code}"

@@ -12,6 +12,8 @@ from typing import Any
 
 from aiohttp import web
 
+from idemproxy.admin.agent_context import PREFIX as AGENT_PREFIX
+from idemproxy.admin.agent_context import build_agent_app
 from idemproxy.admin.app import build_admin_app
 from idemproxy.admin.background import cancel_all, ledger_tasks
 from idemproxy.config.loader import LoadedConfig
@@ -150,9 +152,11 @@ async def serve(
     store = open_store(config.store, retention=config.retention.figures())
     metrics = Metrics(store_scope=StoreScope.of(store.backend), agent_id=config.agent_id)
     state = build_state(loaded, store, metrics, seal)
+    agent_app = build_agent_app(config, state.store)
+    proxy_app = build_proxy_app(state, {AGENT_PREFIX: agent_app})
     # _drain has given handlers their shutdown_timeout_s when aiohttp's shutdown runs.
     proxy_runner = web.AppRunner(
-        build_proxy_app(state), shutdown_timeout=CANCELLED_GRACE_S, **PROXY_SERVER_SETTINGS
+        proxy_app, shutdown_timeout=CANCELLED_GRACE_S, **PROXY_SERVER_SETTINGS
     )
     admin_runner = web.AppRunner(build_admin_app(state), access_log=None)
     await proxy_runner.setup()

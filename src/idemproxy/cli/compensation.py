@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from idemproxy.cli import views
+from idemproxy.cli import batches, views
 from idemproxy.errors import ConfigError
 from idemproxy.ledger.documents import Document
 from idemproxy.ledger.recovery import RecoverMode
@@ -32,6 +32,8 @@ def credentials(headers: Sequence[str]) -> dict[str, dict[str, str]]:
 
 async def recover(operator: Operator, args: argparse.Namespace) -> Document:
     """The ``recover`` verb: a recovery, or a compensation plan (run with ``--yes``)."""
+    if args.batch is None:
+        args.batch = await batches.chosen(operator, args.agent)
     if args.strategy != COMPENSATE:
         mode = RecoverMode.parse(args.strategy)
         return await operator.recover(args.agent, args.batch, mode, args.actor, args.note)

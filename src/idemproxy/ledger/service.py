@@ -14,6 +14,7 @@ from idemproxy.config.settings import ControllerConfig, StoreSafetyConfig
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger import documents
 from idemproxy.ledger.audit import ActionLimit, AuditAction
+from idemproxy.ledger.batches import list_batches
 from idemproxy.ledger.compensation import Compensations
 from idemproxy.ledger.compensator import Compensator
 from idemproxy.ledger.documents import Document
@@ -50,6 +51,7 @@ class Operator(Protocol):
     async def effect(self, key: str) -> Document: ...
     async def events(self, agent: str, after: str | None, limit: int) -> Document: ...
     async def batch(self, agent: str, batch: str) -> Document: ...
+    async def batches(self, agent: str, limit: int) -> Document: ...
     async def recover(
         self, agent: str, batch: str, mode: RecoverMode, actor: str, note: str
     ) -> Document: ...
@@ -154,6 +156,10 @@ class LedgerService:
 
     async def batch(self, agent: str, batch: str) -> Document:
         return documents.value(await self._recovery.progress(agent, batch))
+
+    async def batches(self, agent: str, limit: int) -> Document:
+        listing = await list_batches(self._store, self._recovery, agent, _bounded(limit))
+        return documents.value(listing)
 
     async def recover(
         self, agent: str, batch: str, mode: RecoverMode, actor: str, note: str
@@ -282,8 +288,7 @@ def _bounded(limit: int) -> int:
 
 
 def stored_response(document: Any) -> StoredResponse:
-    """The response repeats of an effect resolved as applied get: ``{"status": 200,
-    "headers": {"content-type": "application/json"}, "body": "..."}`` (body as text)."""
+    """The response repeats of an effect resolved as applied get (shape in the refusal)."""
     try:
         status = document["status"]
         headers = document.get("headers", {})

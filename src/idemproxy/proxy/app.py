@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 from aiohttp import ClientSession, TCPConnector, web
 
@@ -42,10 +42,16 @@ async def _session_and_flow(app: web.Application) -> AsyncIterator[None]:
     await session.close()
 
 
-def build_proxy_app(state: ProxyState) -> web.Application:
+def build_proxy_app(
+    state: ProxyState, mounts: Mapping[str, web.Application] | None = None
+) -> web.Application:
+    """``mounts``: sub-applications served at their prefixes (which no upstream name can be),
+    ahead of the upstreams: the agent's own window (admin/agent_context.py)."""
     quiet_malformed_requests()
     app = web.Application(client_max_size=0)
     app[PROXY_STATE] = state
     app.cleanup_ctx.append(_session_and_flow)
+    for prefix, mounted in (mounts or {}).items():
+        app.add_subapp(prefix, mounted)
     app.router.add_route("*", "/{tail:.*}", ProxyHandler(state).handle)
     return app
