@@ -4,6 +4,7 @@ A record's state says where its effect stands::
 
     completed, status < 400   completed action (its external id, if the route names one)
     completed, status >= 400  failed action, not retryable: a repeat replays the failure
+    completed, compensated    compensated: undone by its compensation; a repeat gets a 409
     not_applied               failed action, retryable: a repeat is forwarded again
     in_flight                 pending: an attempt holds the key now
     unknown                   unknown outcome: waits for review, never re-sent
@@ -15,11 +16,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from idemproxy.ledger.compensated import compensated_by
 from idemproxy.store.records import EffectRecord, RecordState
 
 
 class RecoveryStrategy(StrEnum):
-    RESTART_BATCH = "restart_batch"  # nothing external completed: re-run it all
+    RESTART_BATCH = "restart_batch"  # nothing external completed (or stands): re-run it all
     SELECTIVE = "selective"  # re-run is safe: completed effects replay
     MANUAL_ONLY = "manual_only"  # unknown outcomes need a human first
     ABANDON = "abandon"  # an operator archived the batch
@@ -43,6 +45,7 @@ class BatchAction:
     attempts: int = 0
     updated_ms: int = 0
     lease_expires_ms: int = 0
+    compensated_by: str = ""  # the compensation that undid it
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +70,13 @@ class BatchProgress:
     strategy: RecoveryStrategy
     replay: tuple[str, ...]  # tool calls whose effects a re-run gets replayed, not re-sent
     abandoned: Abandonment | None = None
+    compensated: tuple[BatchAction, ...] = ()  # undone by their compensations
+    # Tool calls, in the order they were first claimed, that a re-run gets answered from their
+    # records (replayed, or refused as compensated) without sending anything...
+    skip: tuple[str, ...] = ()
+    # ...and the first tool call whose effect a re-run sends ("" if none: it sends anew from
+    # the first tool call after those recorded).
+    resume_from: str = ""
 
 
 def batch_action(record: EffectRecord) -> BatchAction:
@@ -86,6 +96,7 @@ def batch_action(record: EffectRecord) -> BatchAction:
         attempts=record.attempts,
         updated_ms=record.updated_ms,
         lease_expires_ms=record.lease_expires_ms if record.state is RecordState.IN_FLIGHT else 0,
+        compensated_by=compensated_by(record),
     )
 
 
@@ -97,12 +108,16 @@ def batch_progress(
     failed: list[BatchAction] = []
     pending: list[BatchAction] = []
     unknown: list[BatchAction] = []
+    compensated: list[BatchAction] = []
+    records = list(records)
     for record in records:
         action = batch_action(record)
         if record.state is RecordState.IN_FLIGHT:
             pending.append(action)
         elif record.state is RecordState.UNKNOWN:
             unknown.append(action)
+        elif action.compensated_by:
+            compensated.append(action)
         elif record.state is RecordState.NOT_APPLIED or action.status >= 400:
             failed.append(action)
         else:
@@ -112,7 +127,7 @@ def batch_progress(
         strategy = RecoveryStrategy.ABANDON
     elif unknown:
         strategy = RecoveryStrategy.MANUAL_ONLY
-    elif completed:
+    elif completed:  # compensated effects no longer stand: only they make a restart
         strategy = RecoveryStrategy.SELECTIVE
     else:
         strategy = RecoveryStrategy.RESTART_BATCH
@@ -126,4 +141,33 @@ def batch_progress(
         strategy=strategy,
         replay=replay,
         abandoned=abandoned,
+        compensated=tuple(compensated),
+        skip=answered_tool_calls(records),
+        resume_from=first_sent_tool_call(records),
     )
+
+
+def _in_order(records: Iterable[EffectRecord]) -> dict[str, list[EffectRecord]]:
+    """The records by tool call, tool calls in the order they were first claimed."""
+    ordered = sorted(records, key=lambda record: (record.created_ms, str(record.key)))
+    calls: dict[str, list[EffectRecord]] = {}
+    for record in ordered:
+        calls.setdefault(record.meta.tool_call, []).append(record)
+    return calls
+
+
+def answered_tool_calls(records: Iterable[EffectRecord]) -> tuple[str, ...]:
+    """Tool calls every effect of which a re-run gets answered from its completed record."""
+    return tuple(
+        call
+        for call, effects in _in_order(records).items()
+        if all(record.state is RecordState.COMPLETED for record in effects)
+    )
+
+
+def first_sent_tool_call(records: Iterable[EffectRecord]) -> str:
+    """The first tool call with an effect a re-run sends again (a freed one), or ""."""
+    for call, effects in _in_order(records).items():
+        if any(record.state is RecordState.NOT_APPLIED for record in effects):
+            return call
+    return ""
