@@ -22,6 +22,7 @@ from tests.support.processes import ServedProxy, running
 pytestmark = pytest.mark.e2e
 
 AGENT, BATCH = "notes-bot", "notes-7"
+KEYS = ("effect_key", "compensation_key")
 
 
 @dataclass
@@ -132,3 +133,42 @@ def test_a_restart_frees_a_recorded_401_so_the_rerun_reaches_the_upstream_again(
     assert (status, outcome, answer.get("id")) == (200, "forwarded", "a-2")
     assert plan["cleared"] == [before["failed"][0]["effect_key"]]
     assert upstream.count("a") == 2
+
+
+def test_a_compensated_effect_is_refused_on_repeat_until_a_restart_sends_it_again(
+    tmp_path: Path, scripted: tuple[ScriptedUpstream, str]
+) -> None:
+    upstream, url = scripted
+    proxy = serve(tmp_path, url)
+    with running(proxy):
+        assert act(proxy, "call-1", "a")[:2] == (200, "forwarded")
+        code, out = cli("recover", AGENT, BATCH, "--strategy", "compensate", "--yes",
+                        "--admin-url", proxy.admin_url, "--json")  # fmt: skip
+        assert code == 0, out
+        undo = orjson.loads(out)["undo"]
+        assert [u["state"] for u in undo] == ["undone"]
+        assert upstream.deleted == ["a-1"]
+
+        status, _, answer = act(proxy, "call-1", "a")
+        undone = progress(proxy)
+        rerun = recover(proxy, "--strategy", "restart")
+        again = act(proxy, "call-1", "a")
+        code, second = cli("recover", AGENT, BATCH, "--strategy", "compensate",
+                           "--admin-url", proxy.admin_url, "--json")  # fmt: skip
+
+    assert (status, answer.get("type")) == (
+        409,
+        "https://idemproxy.dev/problems/effect-compensated",
+    )
+    assert answer["compensation_key"] == undo[0]["compensation_key"]
+    assert answer["external_id"] == "a-1"
+    assert [a["tool_call"] for a in undone["completed"]] == ["compensate:call-1"]
+    assert (undone["failed"], undone["replay"], undone["skip"]) == ([], [], ["call-1"])
+    assert [a["compensated_by"] for a in undone["compensated"]] == [undo[0]["compensation_key"]]
+    assert undone["strategy"] == "restart_batch"
+    assert sorted(rerun["cleared"]) == sorted([u[key] for u in undo for key in KEYS])
+    assert again[:2] == (200, "forwarded")
+    assert again[2]["id"] == "a-2"
+    assert upstream.count("a") == 2
+    assert code == 0, second
+    assert [u["state"] for u in orjson.loads(second)["undo"]] == ["planned"]

@@ -7,7 +7,8 @@ was read at (as ``idemproxy review retry`` does, audited as ``review.retry``), a
 cleared with the freed ones. Which records that is depends on the mode:
 
 - ``restart`` (and ``auto`` when the strategy is ``restart_batch``): every failure and every
-  compensated effect. The batch starts over: what failed and what was undone is sent afresh.
+  compensated effect, with its compensation. The batch starts over: what failed and what was
+  undone is sent afresh (and a later compensation undoes the new effect, not "already undone").
 - ``auto`` on ``selective``: every failure. Compensated effects stay undone.
 - ``restart_from_last_external``: only what comes after the batch's last effect that completed
   and stands. Everything up to it (failures too) replays as the agent first saw it, so a
@@ -72,7 +73,10 @@ def to_free(records: Sequence[EffectRecord], scope: Scope) -> list[EffectRecord]
     if scope is not Scope.NOTHING_RECORDED:
         chosen += [record for record in own if _failed(record)]
     if scope is Scope.EVERYTHING:
-        chosen += [record for record in own if compensated_by(record)]
+        undone = [record for record in own if compensated_by(record)]
+        # Their compensations go too: the effect sent again is undone anew, not "already undone".
+        undoing = {compensated_by(record) for record in undone}
+        chosen += undone + [r for r in records if str(r.key) in undoing and succeeded(r)]
     freed_ones = [r for r in records if r.state is RecordState.NOT_APPLIED and is_compensation(r)]
     return chosen + freed_ones  # a freed compensation is cleared as before
 
@@ -89,7 +93,7 @@ async def free(
             cleared.append(ClearedRecord(record.key.effect_id, record.fence))
             continue
         status = record.response.status if record.response else 0
-        was = "compensated" if compensated_by(record) else f"failed ({status})"
+        was = "compensated" if compensated_by(record) else f"completed ({status})"
         audit = AuditEntry(
             record.key.agent, AuditAction.RETRY, actor, str(record.key), was, "not_applied", note
         )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from idemproxy.ledger.compensated import compensated_by
+from idemproxy.ledger.compensator import TOOL_CALL_PREFIX, is_compensation
 from idemproxy.store.records import EffectRecord, RecordState
 
 
@@ -122,12 +123,15 @@ def batch_progress(
             failed.append(action)
         else:
             completed.append(action)
-    replay = tuple(dict.fromkeys(action.tool_call for action in completed))
+    # The operator's compensations are listed like any effect, but the agent never sends them:
+    # they neither make a batch selective nor are they in what its re-run replays.
+    own = [action for action in completed if not action.tool_call.startswith(TOOL_CALL_PREFIX)]
+    replay = tuple(dict.fromkeys(action.tool_call for action in own))
     if abandoned is not None:
         strategy = RecoveryStrategy.ABANDON
     elif unknown:
         strategy = RecoveryStrategy.MANUAL_ONLY
-    elif completed:  # compensated effects no longer stand: only they make a restart
+    elif own:  # compensated effects no longer stand: a batch of only those restarts
         strategy = RecoveryStrategy.SELECTIVE
     else:
         strategy = RecoveryStrategy.RESTART_BATCH
@@ -149,7 +153,10 @@ def batch_progress(
 
 def _in_order(records: Iterable[EffectRecord]) -> dict[str, list[EffectRecord]]:
     """The records by tool call, tool calls in the order they were first claimed."""
-    ordered = sorted(records, key=lambda record: (record.created_ms, str(record.key)))
+    ordered = sorted(
+        (record for record in records if not is_compensation(record)),
+        key=lambda record: (record.created_ms, str(record.key)),
+    )
     calls: dict[str, list[EffectRecord]] = {}
     for record in ordered:
         calls.setdefault(record.meta.tool_call, []).append(record)
