@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from idemproxy.metrics import Metrics
+from idemproxy.store.batches import BatchStart
 from idemproxy.store.control import AgentControl, PauseRequest
 from idemproxy.store.errors import StoreError
 from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
@@ -109,6 +110,9 @@ class InstrumentedStore:
 
     async def list_busy_agents(self, work: Work) -> list[str]:
         return await self._timed("list_busy_agents", lambda: self.inner.list_busy_agents(work))
+
+    async def list_batches(self, agent: str, limit: int = 100) -> list[BatchStart]:
+        return await self._timed("list_batches", lambda: self.inner.list_batches(agent, limit))
 
     async def forget_agents(self) -> Forgotten:
         return await self._timed("forget_agents", self.inner.forget_agents)

@@ -7,6 +7,7 @@ the SQLite store's file) and composes them here, so no backend writes the whole
 
 from __future__ import annotations
 
+from idemproxy.store.batches import BatchStart
 from idemproxy.store.control import AgentControl, PauseRequest
 from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
 from idemproxy.store.protocols import Control, Journal, RecordStore, Safety
@@ -115,6 +116,9 @@ class ComposedStore:
 
     async def list_busy_agents(self, work: Work) -> list[str]:
         return await self.control.list_busy_agents(work)
+
+    async def list_batches(self, agent: str, limit: int = 100) -> list[BatchStart]:
+        return await self.control.list_batches(agent, limit)
 
     async def forget_agents(self) -> Forgotten:
         return await self.control.forget_agents()

@@ -6,6 +6,7 @@ semantics, and one contract suite per protocol in ``tests/store`` holds each bac
     RecordStore   test_contract.py                          claim, settle, resolve, renew, read
     Journal       test_journal_contract.py                  events, cursors, audit, archives
     Control       test_control_contract.py, test_worklist_contract.py   pauses, agent listings
+                  test_batch_listing_contract.py            an agent's batches
     Safety        test_safety_contract.py                   durability, the marker, losses
 
 A user asks for the part it uses: the proxy's effects a :class:`RecordStore`, the store guard
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from idemproxy.store.batches import BatchStart
 from idemproxy.store.control import AgentControl, PauseRequest
 from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
 from idemproxy.store.records import (
@@ -167,8 +169,9 @@ class Journal(Protocol):
 
 
 class Control(Protocol):
-    """Per agent: the pause and the failure streak that pauses it (store/control.py), and the
-    listings of agents the background loops visit (store/work.py)."""
+    """Per agent: the pause and the failure streak that pauses it (store/control.py), the
+    listings of agents the background loops visit (store/work.py), and the listing of an
+    agent's batches (store/batches.py)."""
 
     async def read_control(self, agent: str) -> AgentControl:
         """The agent's pause, failure streak and snapshot; a fresh one if none was written."""
@@ -197,6 +200,16 @@ class Control(Protocol):
         Every agent that has such work is listed. One with none left stays listed until
         :meth:`forget_agents` drops it, which the Redis store does only once no proxy has
         listed the agent for its listing grace.
+        """
+        ...
+
+    async def list_batches(self, agent: str, limit: int = 100) -> list[BatchStart]:
+        """The agent's batches with a live record, newest first by when each started
+        (:mod:`idemproxy.store.batches`), at most ``limit`` (and ``MAX_LISTED_BATCHES``).
+
+        A batch goes with its last record. One whose records just expired, or were all claimed
+        again under another batch, may stay listed until the store notices; a reader that
+        wants the records asks :meth:`RecordStore.batch_records` and finds none.
         """
         ...
 

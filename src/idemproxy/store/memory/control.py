@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from idemproxy.store.batches import BatchStart, batch_starts, newest_first
 from idemproxy.store.control import AgentControl, PauseRequest, written_pause
 from idemproxy.store.journal import DeliveryCursor
 from idemproxy.store.memory.tables import MemoryTables
@@ -48,6 +49,10 @@ class MemoryControl:
                 if events and events[-1].event_id > acked:
                     busy.add(agent)
         return sorted(busy)
+
+    async def list_batches(self, agent: str, limit: int = 100) -> list[BatchStart]:
+        records = self._tables.live_records(agent, self._tables.clock_ms())
+        return newest_first(batch_starts(records), limit)
 
     async def forget_agents(self) -> Forgotten:
         return Forgotten()  # the worklists hold no entry of their own to drop

@@ -78,6 +78,8 @@ class ClaimArgs(NamedTuple):
     ignore_pause: bool
     reworded_may_reclaim: bool  # take a freed key under another fingerprint
     epoch: str  # the marker's, as the proxy last saw it; '' to not compare
+    batches_kept: int  # the most batches the agent's listing index keeps
+    batches_retention_ms: int  # how long the index outlives the agent's last claim
 
 
 class SettleArgs(NamedTuple):

@@ -12,6 +12,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
+from idemproxy.store.batches import BatchStart
 from idemproxy.store.control import (
     MAX_STREAK,
     AgentControl,
@@ -21,7 +22,7 @@ from idemproxy.store.control import (
     PauseRequest,
 )
 from idemproxy.store.errors import StoreCorrupt
-from idemproxy.store.redis import lua
+from idemproxy.store.redis import batches, lua
 from idemproxy.store.redis.agents import RedisAgents
 from idemproxy.store.redis.argv import StreakArgs, WritePauseArgs
 from idemproxy.store.redis.errors import translated
@@ -65,6 +66,7 @@ class RedisControl:
     def __init__(self, client: Redis | RedisCluster, agents: RedisAgents) -> None:
         """``agents`` lists each agent before a pause is written."""
         self._agents = agents
+        self._client = client
         self._read_control = client.register_script(lua.READ_CONTROL.source)
         self._write_pause = client.register_script(lua.WRITE_PAUSE.source)
 
@@ -105,6 +107,10 @@ class RedisControl:
     async def list_busy_agents(self, work: Work) -> list[str]:
         with translated("list_busy_agents"):
             return await self._agents.list_busy_agents(work)
+
+    async def list_batches(self, agent: str, limit: int = 100) -> list[BatchStart]:
+        with translated("list_batches"):
+            return await batches.list_batches(self._client, agent, limit)
 
     async def forget_agents(self) -> Forgotten:
         with translated("forget_agents"):

@@ -7,6 +7,7 @@ slot and the same layout works on Redis Cluster::
     idem:{A}:outbox          stream  the agent's events; the stream id is the event id
     idem:{A}:unknown         zset    effect ids awaiting review, scored by updated ms
     idem:{A}:b:<batch>       set     effect ids claimed under one batch
+    idem:{A}:batches         zset    the agent's batch ids, scored by when each started (ms)
     idem:{A}:leases          zset    effect ids in flight, scored by lease expiry ms (the sweep)
     idem:{A}:cursor          hash    where delivery to the recovery controller stands
     idem:{A}:audit           stream  operator actions (resolutions, recoveries, retries)
@@ -212,6 +213,11 @@ def batch_key(agent: str, batch: str) -> str:
     return f"{PREFIX}:{agent_tag(agent)}:b:{encode_id(batch)}"
 
 
+def batches_key(agent: str) -> str:
+    """The agent's batches, scored by when each started: the listing of store/batches.py."""
+    return f"{PREFIX}:{agent_tag(agent)}:batches"
+
+
 def leases_key(agent: str) -> str:
     """In-flight effect ids scored by lease expiry, so expired leases are found without a scan."""
     return f"{PREFIX}:{agent_tag(agent)}:leases"
@@ -269,3 +275,19 @@ def worklist_key(work: Work) -> str:
 def state_keys(key: RecordKey) -> list[str]:
     """The keys a settle or resolve script changes: record, outbox, review zset, leases."""
     return [record_key(key), outbox_key(key.agent), unknown_key(key.agent), leases_key(key.agent)]
+
+
+def claim_keys(key: RecordKey, batch: str) -> list[str]:
+    """The keys of a claim's script, the marker aside (scripts/claim.lua)."""
+    agent = key.agent
+    return [
+        record_key(key),
+        outbox_key(agent),
+        unknown_key(agent),
+        batch_key(agent, batch),
+        leases_key(agent),
+        control_key(agent),
+        fence_key(agent),
+        cursor_key(agent),
+        batches_key(agent),
+    ]

@@ -14,6 +14,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
+from idemproxy.store.batches import LISTING_RETENTION_S, MAX_LISTED_BATCHES
 from idemproxy.store.clock import wall_ms
 from idemproxy.store.decisions import EXPIRED_LEASE_REASON
 from idemproxy.store.records import (
@@ -47,7 +48,7 @@ from idemproxy.store.redis.keys import (
     MARKER_KEY,
     audit_key,
     batch_key,
-    control_key,
+    claim_keys,
     cursor_key,
     fence_key,
     leases_key,
@@ -120,16 +121,7 @@ class RedisRecords:
 
     async def claim(self, request: ClaimRequest) -> ClaimResult:
         key, meta = request.key, request.meta
-        keys = [
-            record_key(key),
-            outbox_key(key.agent),
-            unknown_key(key.agent),
-            batch_key(key.agent, meta.batch),
-            leases_key(key.agent),
-            control_key(key.agent),
-            fence_key(key.agent),
-            cursor_key(key.agent),
-        ]
+        keys = claim_keys(key, meta.batch)
         epoch = self.expected_epoch
         if epoch:
             keys.append(MARKER_KEY)
@@ -150,6 +142,8 @@ class RedisRecords:
                 ignore_pause=request.ignore_pause,
                 reworded_may_reclaim=request.reworded_may_reclaim,
                 epoch=epoch,
+                batches_kept=MAX_LISTED_BATCHES,
+                batches_retention_ms=LISTING_RETENTION_S * 1000,
             )
         )
         waited: object = None

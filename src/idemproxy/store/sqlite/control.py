@@ -11,6 +11,7 @@ import sqlite3
 
 import orjson
 
+from idemproxy.store.batches import MAX_LISTED_BATCHES, BatchStart
 from idemproxy.store.control import (
     AgentControl,
     FailedAttempt,
@@ -102,6 +103,20 @@ def purge(db: sqlite3.Connection, now_ms: int) -> None:
     db.execute("DELETE FROM controls WHERE updated_ms < ?", (now_ms - CONTROL_RETENTION_S * 1000,))
 
 
+# The records index (agent, batch, created_ms) serves the grouping.
+_BATCHES = (
+    "SELECT batch, MIN(created_ms) FROM records WHERE agent = ? AND batch != ''"
+    " AND expires_ms > ? GROUP BY batch ORDER BY MIN(created_ms) DESC, batch DESC LIMIT ?"
+)
+
+
+def list_batches(db: sqlite3.Connection, agent: str, now_ms: int, limit: int) -> list[BatchStart]:
+    """The agent's batches with a live record, newest first (store/batches.py)."""
+    bound = max(min(limit, MAX_LISTED_BATCHES), 0)
+    found = db.execute(_BATCHES, (agent, now_ms, bound)).fetchall()
+    return [BatchStart(str(batch), int(started_ms)) for batch, started_ms in found]
+
+
 class SQLiteControl:
     """The :class:`~idemproxy.store.protocols.Control` on the controls table and worklists."""
 
@@ -128,6 +143,9 @@ class SQLiteControl:
 
     async def list_busy_agents(self, work: Work) -> list[str]:
         return await self._file.run(lambda db: worklist.list_busy(db, work))
+
+    async def list_batches(self, agent: str, limit: int = 100) -> list[BatchStart]:
+        return await self._file.read(lambda db, now_ms: list_batches(db, agent, now_ms, limit))
 
     async def forget_agents(self) -> Forgotten:
         return await self._file.write(

@@ -14,7 +14,8 @@ local leases = KEYS[5]
 local control = KEYS[6]
 local fence_counter = KEYS[7]
 local cursor = KEYS[8]
-local marker = KEYS[9]  -- absent on Redis Cluster, where it lives in another slot
+local batches = KEYS[9]  -- the agent's listing of its batches
+local marker = KEYS[10]  -- absent on Redis Cluster, where it lives in another slot
 local effect_id = ARGV[1]
 local fingerprint = ARGV[2]
 local lease_ms = tonumber(ARGV[3])
@@ -30,6 +31,8 @@ local lapse_reason = ARGV[12]  -- written when an expired lease is found
 local ignore_pause = ARGV[13]
 local reworded_may_reclaim = ARGV[14]  -- take a freed key under another fingerprint
 local epoch = ARGV[15]  -- the marker's, as the proxy last saw it ('' to not compare)
+local batches_kept = tonumber(ARGV[16])
+local batches_retention_ms = tonumber(ARGV[17])
 
 if epoch ~= '' and redis.call('HGET', marker, '{{marker.epoch}}') ~= epoch then
   return {3}
@@ -82,6 +85,15 @@ redis.call('HSET', record, '{{record.state}}', 'in_flight', '{{record.fence}}', 
 redis.call('ZREM', unknown, effect_id)
 redis.call('SADD', batch_set, effect_id)
 extend_expiry(batch_set, ttl_ms)
+if batch ~= '' then
+  -- LT: a freed key claimed again into another batch brings its first claim's time along.
+  if redis.call('ZADD', batches, 'LT', created, batch) == 1 then
+    redis.call('ZREMRANGEBYRANK', batches, 0, -(batches_kept + 1))
+  end
+  -- Longer than any record's TTL can reach (an outcome restarts it): the listing checks each
+  -- batch it returns and drops those whose set is gone.
+  extend_expiry(batches, batches_retention_ms)
+end
 redis.call('ZADD', leases, now + lease_ms, effect_id)
 redis.call('PERSIST', leases)
 return {1, fence, created}
