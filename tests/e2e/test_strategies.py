@@ -87,9 +87,11 @@ def serve(tmp_path: Path, url: str) -> ServedProxy:
     )  # fmt: skip
 
 
-def act(proxy: ServedProxy, call: str, name: str) -> tuple[int, str, dict[str, Any]]:
+def act(
+    proxy: ServedProxy, call: str, name: str, batch: str = BATCH
+) -> tuple[int, str, dict[str, Any]]:
     """POST a note as the agent; the status, ``Idem-Outcome`` and the JSON answer."""
-    headers = {"Idem-Batch": BATCH, "Idem-Tool-Call": call, "Content-Type": "application/json"}
+    headers = {"Idem-Batch": batch, "Idem-Tool-Call": call, "Content-Type": "application/json"}
     body = orjson.dumps({"text": f"note {name}"})
     request = urllib.request.Request(f"{proxy.url}/up/notes/{name}", body, headers, method="POST")
     try:
@@ -172,3 +174,78 @@ def test_a_compensated_effect_is_refused_on_repeat_until_a_restart_sends_it_agai
     assert upstream.count("a") == 2
     assert code == 0, second
     assert [u["state"] for u in orjson.loads(second)["undo"]] == ["planned"]
+
+
+def test_restart_from_last_external_keeps_what_led_up_to_it_and_frees_what_came_after(
+    tmp_path: Path, scripted: tuple[ScriptedUpstream, str]
+) -> None:
+    upstream, url = scripted
+    upstream.script.update({"a": [403], "c": [401], "d": [400]})
+    proxy = serve(tmp_path, url)
+    with running(proxy):
+        answers = [act(proxy, f"call-{name}", name)[0] for name in "abcd"]
+        plan = recover(proxy, "--strategy", "restart-from-last-external")
+        rerun = [act(proxy, f"call-{name}", name)[:2] for name in "abcd"]
+
+    assert answers == [403, 200, 401, 400]
+    # call-a's 403 came before the last completed effect (call-b): the re-run sees it again.
+    assert (plan["skip"], plan["resume_from"]) == (["call-a", "call-b"], "call-c")
+    assert [key.split(":")[2] for key in plan["cleared"]] == ["call-c", "call-d"]
+    assert rerun == [(403, "replayed"), (200, "replayed"), (200, "forwarded"), (200, "forwarded")]
+    assert [upstream.count(name) for name in "abcd"] == [1, 1, 2, 2]
+
+
+def test_selective_names_the_tool_calls_a_rerun_skips_and_where_it_resumes(
+    tmp_path: Path, scripted: tuple[ScriptedUpstream, str]
+) -> None:
+    upstream, url = scripted
+    upstream.script["c"] = [429]  # a 429 frees the key at once: nothing was applied
+    proxy = serve(tmp_path, url)
+    with running(proxy):
+        assert [act(proxy, f"call-{name}", name)[0] for name in "abc"] == [200, 200, 429]
+        before = progress(proxy)
+        code, text = cli("batch-status", AGENT, BATCH, "--admin-url", proxy.admin_url)
+        plan = recover(proxy)
+    assert (before["strategy"], before["skip"], before["resume_from"]) == (
+        "selective",
+        ["call-a", "call-b"],
+        "call-c",
+    )
+    assert code == 0, text
+    assert "a re-run sends anew from tool call call-c" in text
+    assert (plan["skip"], plan["resume_from"]) == (["call-a", "call-b"], "call-c")
+
+
+def test_rollback_to_a_batch_undoes_every_later_batch_newest_first_and_marks_it(
+    tmp_path: Path, scripted: tuple[ScriptedUpstream, str]
+) -> None:
+    upstream, url = scripted
+    proxy = serve(tmp_path, url)
+    admin = ("--admin-url", proxy.admin_url)
+    with running(proxy):
+        for batch in ("day-1", "day-2", "day-3"):
+            assert act(proxy, "call-1", batch, batch)[0] == 200
+        code, shown = cli("recover", AGENT, "--rollback-to", "day-1", *admin)
+        assert code == 0, shown
+        assert upstream.deleted == []
+        code, out = cli("recover", AGENT, "--rollback-to", "day-1", "--yes", *admin, "--json")
+        assert code == 0, out
+        repeats = [act(proxy, "call-1", batch, batch)[:2] for batch in ("day-1", "day-2")]
+        code, again = cli("recover", AGENT, "--rollback-to", "day-1", "--yes", *admin, "--json")
+        code_last, latest = cli("recover", AGENT, "--rollback-to", "day-3", *admin)
+        code_both, both = cli("recover", AGENT, "day-2", "--rollback-to", "day-1", *admin)
+
+    assert "plan to roll back agent notes-bot to the end of batch day-1" in shown
+    assert shown.index("batch day-3") < shown.index("batch day-2")
+    done = orjson.loads(out)
+    assert (done["target"], done["undone"]) == ("day-1", ["day-3", "day-2"])
+    assert upstream.deleted == ["day-3-3", "day-2-2"]  # newest first, each once
+    assert repeats == [(200, "replayed"), (409, "replayed")]
+    assert code == 0, again
+    assert [[u["state"] for u in b["undo"]] for b in orjson.loads(again)["batches"]] == [
+        ["undone"],
+        ["undone"],
+    ]
+    assert upstream.deleted == ["day-3-3", "day-2-2"]
+    assert (code_last, "no later batch to undo" in latest) == (1, True)
+    assert (code_both, "give no other batch" in both) == (2, True)

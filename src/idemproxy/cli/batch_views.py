@@ -81,6 +81,11 @@ def batch(document: Document) -> str:
     ]
     if document["replay"]:
         parts.append("a re-run replays tool calls: " + ", ".join(document["replay"]))
+    if document["resume_from"]:
+        parts.append(f"a re-run sends anew from tool call {document['resume_from']}")
+    if document["compensated"]:
+        undone = ", ".join(action["tool_call"] for action in document["compensated"])
+        parts.append(f"compensated, refused on a re-run (409 effect-compensated): {undone}")
     if document["abandoned"]:
         gone = document["abandoned"]
         parts.append(

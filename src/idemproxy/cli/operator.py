@@ -164,12 +164,21 @@ def register(verbs: Verbs) -> None:
         compensation.recovered,
     )
     recover.add_argument("agent")
-    recover.add_argument("batch")
+    recover.add_argument("batch", nargs="?")
     recover.add_argument(
-        "--strategy", choices=["auto", "restart", "abandon", "compensate"], default="auto"
+        "--strategy",
+        choices=["auto", "restart", "restart-from-last-external", "abandon", "compensate"],
+        default="auto",
     )
     recover.add_argument(
-        "--yes", action="store_true", help="compensate: send them (without it: show the plan)"
+        "--rollback-to",
+        metavar="BATCH",
+        help="undo every batch of the agent after BATCH, newest first (sent with --yes)",
+    )
+    recover.add_argument(
+        "--yes",
+        action="store_true",
+        help="compensate, --rollback-to: send them (without: the plan)",
     )
     recover.add_argument(
         "--header",

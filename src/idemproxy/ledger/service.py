@@ -21,6 +21,7 @@ from idemproxy.ledger.losses import StoreLosses
 from idemproxy.ledger.pause import Pauses
 from idemproxy.ledger.recovery import RecoverMode, Recovery
 from idemproxy.ledger.review import Decision, Review, not_found, parse_key
+from idemproxy.ledger.rollback import Credentials, Rollbacks
 from idemproxy.store.journal import AuditEntry, DeliveryCursor
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import StoredResponse
@@ -80,6 +81,9 @@ class Operator(Protocol):
         note: str,
         credentials: Mapping[str, Mapping[str, str]],
     ) -> Document: ...
+    async def rollback(  # credentials None: the plan only
+        self, agent: str, target: str, actor: str, note: str, credentials: Credentials | None
+    ) -> Document: ...
     async def store_status(self) -> Document: ...
     async def acknowledge_loss(self, actor: str, note: str) -> Document: ...
 
@@ -107,6 +111,7 @@ class LedgerService:
         self._recovery = Recovery(store, self._limit)
         self._pauses = Pauses(store, self._limit)
         self._compensations = Compensations(store, self._limit, compensator)
+        self._rollbacks = Rollbacks(store, self._compensations)
         guard = guard or StoreGuard(store, StoreSafetyConfig(), reports=False)
         self._losses = StoreLosses(store, guard)
 
@@ -203,15 +208,8 @@ class LedgerService:
                 f"delivery for agent {agent!r} is not parked: nothing to retry",
                 extra={"delivery": await self._delivery(agent)},
             )
-        audit = AuditEntry(
-            agent=agent,
-            action=AuditAction.RETRY_DELIVERY,
-            actor=actor,
-            target=agent,
-            before=f"parked after {cursor.attempts} attempts: {cursor.last_error}",
-            after="delivering",
-            note=note,
-        )
+        was = f"parked after {cursor.attempts} attempts: {cursor.last_error}"
+        audit = AuditEntry(agent, AuditAction.RETRY_DELIVERY, actor, agent, was, "delivering", note)
         fresh = DeliveryCursor(acked=cursor.acked, version=cursor.version)
         if await self._store.write_cursor(agent, fresh, audit) is None:
             raise RequestRefused(
@@ -258,6 +256,13 @@ class LedgerService:
         """Send the plan's compensations, newest first, until one fails."""
         plan = await self._compensations.run(agent, batch, actor, note, credentials)
         return documents.value(plan)
+
+    async def rollback(
+        self, agent: str, target: str, actor: str, note: str, credentials: Credentials | None
+    ) -> Document:
+        return documents.value(
+            await self._rollbacks.answer(agent, target, actor, note, credentials)
+        )
 
     async def store_status(self) -> Document:
         """Whether the store can keep records, whether it lost some, and its own log."""
