@@ -50,6 +50,7 @@ class InstrumentedStore:
                 "list_agents",
                 "list_busy_agents",
                 "forget_agents",
+                "list_batches",
                 "sweep",
                 "cursor",
                 "audit",

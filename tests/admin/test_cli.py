@@ -8,7 +8,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from idemproxy.admin.client import AdminClient as ApiClient
 from idemproxy.cli import main
+from idemproxy.errors import ProblemCode, RequestRefused
+from idemproxy.ledger.service import LedgerService
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.records import RecordState
 from idemproxy.store.sqlite import SQLiteStore
@@ -99,3 +102,21 @@ def test_the_verbs_work_on_a_store_directly(
     )
     assert main(["status", "--store", "postgres://x"]) == 2
     assert "valid store URLs are" in capsys.readouterr().err
+
+
+async def test_batches_give_the_same_document_through_the_api_as_on_the_store(
+    admin: AdminClient, store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await make_effect(store, "bot", "b1", "c1", RecordState.COMPLETED, external_id="m-1")
+    await make_effect(store, "bot", "b1", "c2", RecordState.UNKNOWN)
+    await make_effect(store, "bot", "b2", "c1", RecordState.COMPLETED)
+    client = ApiClient(str(admin.make_url("")), TOKEN)
+    try:
+        through_the_api = await client.batches("bot", 10)
+        with pytest.raises(RequestRefused) as refused:
+            await client.batches("nobody", 10)
+    finally:
+        await client.close()
+    assert through_the_api == await LedgerService(store).batches("bot", 10)
+    assert {item["batch"] for item in through_the_api["batches"]} == {"b1", "b2"}
+    assert refused.value.code is ProblemCode.NOT_FOUND

@@ -103,6 +103,10 @@ async def batch(request: web.Request) -> web.Response:
     return _json(await _ledger(request).batch(info["agent"], info["batch"]))
 
 
+async def batches(request: web.Request) -> web.Response:
+    return _json(await _ledger(request).batches(request.match_info["agent"], _limit(request)))
+
+
 async def recover(request: web.Request) -> web.Response:
     body, info = await _body(request), request.match_info
     plan = await _ledger(request).recover(
@@ -248,6 +252,7 @@ def add_api(app: web.Application, service: LedgerService) -> None:
     router.add_get("/v1/agents/{agent}/events", events)
     router.add_get("/v1/agents/{agent}/audit", audit)
     router.add_post("/v1/agents/{agent}/delivery/retry", retry_delivery)
+    router.add_get("/v1/agents/{agent}/batches", batches)
     router.add_get("/v1/agents/{agent}/batches/{batch}", batch)
     router.add_post("/v1/agents/{agent}/batches/{batch}/recover", recover)
     router.add_get("/v1/agents/{agent}/batches/{batch}/compensation", compensation)

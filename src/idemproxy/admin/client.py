@@ -166,6 +166,10 @@ class AdminClient:
     async def batch(self, agent: str, batch: str) -> Document:
         return await self._call("GET", f"/v1/agents/{_segment(agent)}/batches/{_segment(batch)}")
 
+    async def batches(self, agent: str, limit: int) -> Document:
+        path = f"/v1/agents/{_segment(agent)}/batches"
+        return await self._call("GET", path, {"limit": str(limit)})
+
     async def recover(
         self, agent: str, batch: str, mode: RecoverMode, actor: str, note: str
     ) -> Document:

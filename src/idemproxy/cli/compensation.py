@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from idemproxy.cli import views
+from idemproxy.cli import batches, views
 from idemproxy.errors import ConfigError
 from idemproxy.ledger.documents import Document
 from idemproxy.ledger.recovery import RecoverMode
@@ -42,7 +42,7 @@ async def recover(operator: Operator, args: argparse.Namespace) -> Document:
         sent = credentials(args.header) if args.yes else None
         return await operator.rollback(args.agent, args.rollback_to, args.actor, args.note, sent)
     if args.batch is None:
-        raise ConfigError("name the batch to recover: idemproxy recover AGENT BATCH")
+        args.batch = await batches.chosen(operator, args.agent)
     if args.strategy != COMPENSATE:
         mode = RecoverMode.parse(args.strategy)
         return await operator.recover(args.agent, args.batch, mode, args.actor, args.note)

@@ -1,4 +1,4 @@
-"""Operator verbs (SPEC 7): ``status``, ``batch-status``, ``recover``, ``review
+"""Operator verbs (SPEC 7): ``status``, ``batch-status``, ``batches``, ``recover``, ``review
 list|resolve|retry``, ``agent status|pause|resume``, ``delivery list|retry``, ``audit`` and
 ``store status|acknowledge-loss``.
 
@@ -23,6 +23,7 @@ import orjson
 
 from idemproxy.admin.client import DEFAULT_ADMIN_URL, AdminClient, admin_url
 from idemproxy.cli import agent_views, batch_views, compensation, duplicates, store_views, views
+from idemproxy.cli import batches as batch_list
 from idemproxy.cli.failures import EXIT_CODES_HELP, ExitCode
 from idemproxy.errors import ConfigError
 from idemproxy.ledger.documents import Document
@@ -155,6 +156,10 @@ def register(verbs: Verbs) -> None:
     batch.add_argument("agent")
     batch.add_argument("batch")
 
+    batch_list.add_arguments(
+        _verb(verbs, "batches", batch_list.HELP, batch_list.fetch, batch_list.view)
+    )
+
     recover = _verb(
         verbs,
         "recover",
@@ -164,7 +169,7 @@ def register(verbs: Verbs) -> None:
         compensation.recovered,
     )
     recover.add_argument("agent")
-    recover.add_argument("batch", nargs="?")
+    recover.add_argument("batch", nargs="?", help="default: the agent's newest batch in error")
     recover.add_argument(
         "--strategy",
         choices=["auto", "restart", "restart-from-last-external", "abandon", "compensate"],

@@ -20,10 +20,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from idemproxy.errors import ProblemCode, RequestRefused
+from idemproxy.ledger import documents
 from idemproxy.ledger.audit import AuditAction
 from idemproxy.ledger.compensated import compensated_by
 from idemproxy.ledger.compensation import CompensationPlan, Compensations
 from idemproxy.ledger.compensator import UndoState, is_compensation
+from idemproxy.ledger.documents import Document
 from idemproxy.ledger.freeing import succeeded
 from idemproxy.ledger.review import not_found
 from idemproxy.store.batches import MAX_LISTED_BATCHES
@@ -44,6 +46,20 @@ class RollbackPlan:
     batches: tuple[CompensationPlan, ...]  # the later batches, newest first
     undone: tuple[str, ...]  # batches whose every effect that can be undone is
     next_step: str
+
+
+class RollbackVerb:
+    """``rollback`` of :class:`~idemproxy.ledger.service.LedgerService`, kept beside what it
+    runs."""
+
+    _rollbacks: Rollbacks
+
+    async def rollback(
+        self, agent: str, target: str, actor: str, note: str, credentials: Credentials | None
+    ) -> Document:
+        """The plan to undo the batches after ``target``; with credentials, undo them."""
+        plan = await self._rollbacks.answer(agent, target, actor, note, credentials)
+        return documents.value(plan)
 
 
 class Rollbacks:

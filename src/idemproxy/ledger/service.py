@@ -14,6 +14,7 @@ from idemproxy.config.settings import ControllerConfig, StoreSafetyConfig
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger import documents
 from idemproxy.ledger.audit import ActionLimit, AuditAction
+from idemproxy.ledger.batches import list_batches
 from idemproxy.ledger.compensation import Compensations
 from idemproxy.ledger.compensator import Compensator
 from idemproxy.ledger.documents import Document
@@ -21,7 +22,7 @@ from idemproxy.ledger.losses import StoreLosses
 from idemproxy.ledger.pause import Pauses
 from idemproxy.ledger.recovery import RecoverMode, Recovery
 from idemproxy.ledger.review import Decision, Review, not_found, parse_key
-from idemproxy.ledger.rollback import Credentials, Rollbacks
+from idemproxy.ledger.rollback import Credentials, Rollbacks, RollbackVerb
 from idemproxy.store.journal import AuditEntry, DeliveryCursor
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import StoredResponse
@@ -52,6 +53,7 @@ class Operator(Protocol):
     async def effect(self, key: str) -> Document: ...
     async def events(self, agent: str, after: str | None, limit: int) -> Document: ...
     async def batch(self, agent: str, batch: str) -> Document: ...
+    async def batches(self, agent: str, limit: int) -> Document: ...
     async def recover(
         self, agent: str, batch: str, mode: RecoverMode, actor: str, note: str
     ) -> Document: ...
@@ -88,7 +90,7 @@ class Operator(Protocol):
     async def acknowledge_loss(self, actor: str, note: str) -> Document: ...
 
 
-class LedgerService:
+class LedgerService(RollbackVerb):
     """:class:`Operator` on a store; compensations need a ``compensator`` (a running proxy).
 
     The store is judged by ``guard``, a running proxy's; without one (the CLI on a store),
@@ -154,6 +156,10 @@ class LedgerService:
 
     async def batch(self, agent: str, batch: str) -> Document:
         return documents.value(await self._recovery.progress(agent, batch))
+
+    async def batches(self, agent: str, limit: int) -> Document:
+        listing = await list_batches(self._store, self._recovery, agent, _bounded(limit))
+        return documents.value(listing)
 
     async def recover(
         self, agent: str, batch: str, mode: RecoverMode, actor: str, note: str
@@ -257,13 +263,6 @@ class LedgerService:
         plan = await self._compensations.run(agent, batch, actor, note, credentials)
         return documents.value(plan)
 
-    async def rollback(
-        self, agent: str, target: str, actor: str, note: str, credentials: Credentials | None
-    ) -> Document:
-        return documents.value(
-            await self._rollbacks.answer(agent, target, actor, note, credentials)
-        )
-
     async def store_status(self) -> Document:
         """Whether the store can keep records, whether it lost some, and its own log."""
         return await self._losses.status()
@@ -282,8 +281,7 @@ def _bounded(limit: int) -> int:
 
 
 def stored_response(document: Any) -> StoredResponse:
-    """The response repeats of an effect resolved as applied get: ``{"status": 200,
-    "headers": {"content-type": "application/json"}, "body": "..."}`` (body as text)."""
+    """The response repeats of an effect resolved as applied get (shape in the refusal)."""
     try:
         status = document["status"]
         headers = document.get("headers", {})
