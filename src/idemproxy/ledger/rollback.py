@@ -7,10 +7,11 @@ effects is undone and marked compensated, so a repeat of one gets ``409 effect-c
 and batch progress lists it. BATCH itself, and everything before it, stays as it is.
 
 Without ``--yes`` nothing is sent: the plan lists each later batch with what compensating it
-would undo. A confirmed run stops at the first batch whose compensation fails or cannot be
-sent whole (an effect that cannot be undone, an unknown outcome): the batches before it in the
-run are undone, that one and the older ones are left, and the next step says what to fix.
-Running it again replays what was undone and goes on. Like any compensation it needs a running
+would undo, and what no compensation can (a route that declares none: those effects stay, and
+the next step says so). A later batch with an unknown outcome refuses the rollback before
+anything is sent. A confirmed run stops at the first compensation that fails: the batches
+before it in the run are undone, that one and the older ones are left, and the next step says
+what to fix. Running it again replays what was undone and goes on. Like any compensation it needs a running
 proxy (its policies and listener).
 """
 
@@ -45,6 +46,7 @@ class RollbackPlan:
     confirmed: bool
     batches: tuple[CompensationPlan, ...]  # the later batches, newest first
     undone: tuple[str, ...]  # batches whose every effect that can be undone is
+    cannot: tuple[str, ...]  # effect keys no compensation can undo: left as they are
     next_step: str
 
 
@@ -94,7 +96,7 @@ class Rollbacks:
         for batch in later:
             plan = await self._compensations.run(agent, batch, actor, note, credentials)
             plans.append(plan)
-            if not _whole(plan):
+            if not _undone(plan):
                 break
         done = _rollback(agent, target, True, plans)
         stopped = "" if len(plans) == len(later) else f", stopped at {plans[-1].batch}"
@@ -132,45 +134,49 @@ class Rollbacks:
 
 
 async def _acted(store: Store, agent: str, batch: str) -> bool:
-    """Whether the batch has an effect to undo (or one whose outcome is unknown, which stops
-    the run until it is resolved). A batch of failures alone has nothing to undo, and one may
-    stay listed briefly once its records expired (store/batches.py)."""
-    return any(
-        not is_compensation(record)
-        and (
-            succeeded(record) or bool(compensated_by(record)) or record.state is RecordState.UNKNOWN
+    """Whether the batch has an effect to undo; refused while one's outcome is unknown. A batch
+    of failures alone has nothing to undo, and one may stay listed briefly once its records
+    expired (store/batches.py)."""
+    records = [r for r in await store.batch_records(agent, batch) if not is_compensation(r)]
+    unknown = [str(record.key) for record in records if record.state is RecordState.UNKNOWN]
+    if unknown:
+        raise RequestRefused(
+            ProblemCode.STATE_CONFLICT,
+            f"batch {batch!r} has {len(unknown)} effect(s) whose outcome is unknown, so it cannot"
+            " be undone: resolve each with `idemproxy review resolve KEY` first; nothing was sent",
+            extra={"review": unknown},
         )
-        for record in await store.batch_records(agent, batch)
-    )
+    return any(succeeded(record) or compensated_by(record) for record in records)
 
 
-def _whole(plan: CompensationPlan) -> bool:
-    """Every effect that can be undone is, and none cannot be."""
-    return not plan.cannot and all(undo.state is UndoState.UNDONE for undo in plan.undo)
+def _undone(plan: CompensationPlan) -> bool:
+    """Every effect of the batch that can be undone is (those that cannot are listed)."""
+    return all(undo.state is UndoState.UNDONE for undo in plan.undo)
 
 
 def _rollback(
     agent: str, target: str, confirmed: bool, plans: list[CompensationPlan]
 ) -> RollbackPlan:
-    undone = tuple(plan.batch for plan in plans if _whole(plan))
-    return RollbackPlan(
-        agent, target, confirmed, tuple(plans), undone, _next_step(target, confirmed, plans)
+    undone = tuple(plan.batch for plan in plans if _undone(plan))
+    cannot = tuple(undo.effect_key for plan in plans for undo in plan.cannot)
+    step = _next_step(target, confirmed, plans, cannot)
+    return RollbackPlan(agent, target, confirmed, tuple(plans), undone, cannot, step)
+
+
+def _next_step(
+    target: str, confirmed: bool, plans: list[CompensationPlan], cannot: tuple[str, ...]
+) -> str:
+    stuck = [plan for plan in plans if not _undone(plan)]
+    left = (
+        f"; {len(cannot)} effect(s) cannot be undone (listed under cannot): undo them by hand"
+        if cannot
+        else ""
     )
-
-
-def _next_step(target: str, confirmed: bool, plans: list[CompensationPlan]) -> str:
-    stuck = [plan for plan in plans if not _whole(plan)]
-    if confirmed and not stuck:
+    if confirmed and stuck:
+        return f"stopped at batch {stuck[0].batch}: {stuck[0].next_step}{left}"
+    if confirmed:
         return (
             f"the agent resumes from the end of batch {target}: start its next batch; a repeat"
-            " of an undone effect is refused (409 effect-compensated)"
+            f" of an undone effect is refused (409 effect-compensated){left}"
         )
-    if confirmed:
-        return f"stopped at batch {stuck[0].batch}: {stuck[0].next_step}"
-    if any(plan.cannot for plan in plans):
-        first = next(plan for plan in plans if plan.cannot)
-        return (
-            f"batch {first.batch} has effects that cannot be undone (listed under cannot): a"
-            " confirmed run stops there; undo them by hand, or roll back to a later batch"
-        )
-    return f"run again with --yes to undo {len(plans)} batch(es), newest first"
+    return f"run again with --yes to undo {len(plans)} batch(es), newest first{left}"
