@@ -7,7 +7,7 @@ from idemproxy.ledger.freeing import Scope, free, last_external, to_free
 from idemproxy.ledger.recovery import RecoverMode
 from idemproxy.ledger.service import LedgerService
 from idemproxy.store.protocols import Store
-from idemproxy.store.records import ClaimRequest, Claimed, EffectMeta, EffectRecord, RecordState
+from idemproxy.store.records import Claimed, ClaimRequest, EffectMeta, EffectRecord, RecordState
 from tests.ledger.conftest import make_effect
 
 

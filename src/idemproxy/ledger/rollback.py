@@ -11,8 +11,8 @@ would undo, and what no compensation can (a route that declares none: those effe
 the next step says so). A later batch with an unknown outcome refuses the rollback before
 anything is sent. A confirmed run stops at the first compensation that fails: the batches
 before it in the run are undone, that one and the older ones are left, and the next step says
-what to fix. Running it again replays what was undone and goes on. Like any compensation it needs a running
-proxy (its policies and listener).
+what to fix. Running it again replays what was undone and goes on. Like any compensation it
+needs a running proxy (its policies and listener).
 """
 
 from __future__ import annotations
