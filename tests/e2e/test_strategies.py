@@ -240,7 +240,7 @@ def test_rollback_to_a_batch_undoes_every_later_batch_newest_first_and_marks_it(
     done = orjson.loads(out)
     assert (done["target"], done["undone"]) == ("day-1", ["day-3", "day-2"])
     assert upstream.deleted == ["day-3-3", "day-2-2"]  # newest first, each once
-    assert repeats == [(200, "replayed"), (409, "effect-compensated")]
+    assert repeats == [(200, "replayed"), (409, "replayed")]
     assert code == 0, again
     assert [[u["state"] for u in b["undo"]] for b in orjson.loads(again)["batches"]] == [
         ["undone"],

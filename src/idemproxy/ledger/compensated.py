@@ -17,7 +17,7 @@ from __future__ import annotations
 from idemproxy.errors import ProblemCode
 from idemproxy.ledger.audit import AuditAction
 from idemproxy.ledger.review import RESOLVED_TTL_S
-from idemproxy.proxy.problems import problem_response
+from idemproxy.proxy.problems import PROBLEM_CONTENT_TYPE, problem_response
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import (
@@ -57,9 +57,9 @@ def compensated_answer(record: EffectRecord, compensation_key: str) -> StoredRes
         },
     )
     assert isinstance(answer.body, bytes)
-    headers = [(name, value) for name, value in answer.headers.items()]
-    headers.append((COMPENSATED_BY, compensation_key))
-    return StoredResponse(answer.status, tuple(headers), answer.body)
+    # A replay adds Idem-Outcome, Idem-Key and the retry headers itself (effects/answers.py).
+    headers = (("Content-Type", PROBLEM_CONTENT_TYPE), (COMPENSATED_BY, compensation_key))
+    return StoredResponse(answer.status, headers, answer.body)
 
 
 async def mark_compensated(
