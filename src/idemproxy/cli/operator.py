@@ -163,8 +163,9 @@ def register(verbs: Verbs) -> None:
     recover = _verb(
         verbs,
         "recover",
-        "prepare a batch's re-run (auto, restart), archive it (abandon), or undo its completed"
-        " effects (compensate)",
+        "prepare a batch's re-run (auto, restart, restart-from-last-external), archive it"
+        " (abandon), undo its completed effects (compensate), or every later batch's"
+        " (--rollback-to)",
         compensation.recover,
         compensation.recovered,
     )
