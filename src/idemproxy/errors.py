@@ -46,6 +46,8 @@ class ProblemCode(StrEnum):
     AGENT_PAUSED = "agent-paused"
     # Idem-Compensates without the seal of the proxy's own sender (effects/seal.py).
     FORGED_COMPENSATION = "forged-compensation"
+    # A repeat of an effect an operator's compensation undid: never replayed as done.
+    EFFECT_COMPENSATED = "effect-compensated"
     # Answers of the admin API (and of the CLI working on a store directly).
     UNAUTHORIZED = "unauthorized"
     NOT_FOUND = "not-found"

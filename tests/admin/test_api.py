@@ -8,6 +8,8 @@ from urllib.parse import quote
 
 import pytest
 
+from idemproxy.ledger.recovery import RecoverMode
+from idemproxy.ledger.service import LedgerService
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.records import RecordKey, RecordState
 from tests.admin.conftest import AUTH, TOKEN, AdminClient, AdminFactory
@@ -218,3 +220,41 @@ async def test_compensation_of_an_unknown_batch_or_with_bad_headers_is_refused(
     assert (missing.status, (await missing.json())["type"].rsplit("/", 1)[1]) == (404, "not-found")
     assert bad.status == 400
     assert "headers must look like" in (await bad.json())["detail"]
+
+
+async def test_restart_from_last_external_over_http_gives_the_store_services_document(
+    admin: AdminClient, store: MemoryStore
+) -> None:
+    for batch in ("b1", "b2"):
+        await make_effect(store, "bot", batch, "c1", RecordState.COMPLETED, status=403)
+        await make_effect(store, "bot", batch, "c2", RecordState.COMPLETED)
+        await make_effect(store, "bot", batch, "c3", RecordState.COMPLETED, status=401)
+    response = await admin.post(
+        "/v1/agents/bot/batches/b1/recover",
+        json={"strategy": "restart-from-last-external", "actor": "ops"},
+        headers=AUTH,
+    )
+    over_http = await response.json()
+    mode = RecoverMode.RESTART_FROM_LAST_EXTERNAL
+    direct = await LedgerService(store).recover("bot", "b2", mode, "ops", "")
+
+    assert response.status == 200
+    assert (over_http["skip"], over_http["resume_from"]) == (["c1", "c2"], "c3")
+    assert [key.split(":")[2] for key in over_http["cleared"]] == ["c3"]
+    same = {
+        **over_http,
+        "batch": "b2",
+        "cleared": [k.replace(":b1:", ":b2:") for k in over_http["cleared"]],
+    }
+    assert direct == same
+
+
+async def test_a_rollback_needs_the_proxys_compensator_and_a_later_batch(
+    admin: AdminClient, store: MemoryStore
+) -> None:
+    await make_effect(store, "bot", "b1", "c1", RecordState.COMPLETED)
+    latest = await admin.get("/v1/agents/bot/batches/b1/rollback", headers=AUTH)
+    missing = await admin.get("/v1/agents/bot/batches/nope/rollback", headers=AUTH)
+    assert latest.status == 409
+    assert "no later batch" in (await latest.json())["detail"]
+    assert missing.status == 404

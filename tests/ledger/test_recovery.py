@@ -158,7 +158,9 @@ async def test_recovery_actions_are_rate_limited_per_agent(store: Store, ns: str
 
 async def test_an_unknown_strategy_is_refused(store: Store, ns: str) -> None:
     await make_effect(store, ns, "b1", "c1", RecordState.COMPLETED)
-    with pytest.raises(RequestRefused, match="auto, restart or abandon"):
+    with pytest.raises(
+        RequestRefused, match="auto, restart, restart-from-last-external or abandon"
+    ):
         await LedgerService(store).recover(ns, "b1", RecoverMode.parse("compensate"), OPS, "")
 
 

@@ -189,6 +189,23 @@ async def compensate(request: web.Request) -> web.Response:
     return _json(plan)
 
 
+async def rollback(request: web.Request) -> web.Response:
+    """GET: the plan to roll the agent back to the batch; POST: run it."""
+    info = request.match_info
+    if request.method == "GET":
+        plan = await _ledger(request).rollback(info["agent"], info["batch"], "", "", None)
+        return _json(plan)
+    body = await _body(request)
+    plan = await _ledger(request).rollback(
+        info["agent"],
+        info["batch"],
+        _actor(request, body),
+        _text(body, "note"),
+        _credentials(body.get("headers", {})),
+    )
+    return _json(plan)
+
+
 def _credentials(value: object) -> dict[str, dict[str, str]]:
     """``{"stripe": {"Authorization": "Bearer ..."}}``: headers to send to each upstream."""
     if not isinstance(value, dict) or not all(
@@ -240,3 +257,5 @@ def add_api(app: web.Application, service: LedgerService) -> None:
     router.add_post("/v1/agents/{agent}/batches/{batch}/recover", recover)
     router.add_get("/v1/agents/{agent}/batches/{batch}/compensation", compensation)
     router.add_post("/v1/agents/{agent}/batches/{batch}/compensation", compensate)
+    router.add_get("/v1/agents/{agent}/batches/{batch}/rollback", rollback)
+    router.add_post("/v1/agents/{agent}/batches/{batch}/rollback", rollback)

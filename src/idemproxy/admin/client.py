@@ -232,6 +232,20 @@ class AdminClient:
         body = {"actor": actor, "note": note, "headers": credentials}
         return await self._call("POST", path, body=body)
 
+    async def rollback(
+        self,
+        agent: str,
+        target: str,
+        actor: str,
+        note: str,
+        credentials: Mapping[str, Mapping[str, str]] | None,
+    ) -> Document:
+        path = f"/v1/agents/{_segment(agent)}/batches/{_segment(target)}/rollback"
+        if credentials is None:
+            return await self._call("GET", path)
+        body = {"actor": actor, "note": note, "headers": credentials}
+        return await self._call("POST", path, body=body)
+
     async def retry(self, key: str, actor: str, note: str) -> Document:
         path = f"/v1/review/{_segment(key)}/retry"
         return await self._call("POST", path, body={"actor": actor, "note": note})

@@ -95,6 +95,11 @@ def batch(document: Document) -> str:
             "a re-run sends again tool calls (their records expired): "
             + ", ".join(document["expired"])
         )
+    if document["resume_from"]:
+        parts.append(f"a re-run sends anew from tool call {document['resume_from']}")
+    if document["compensated"]:
+        undone = ", ".join(action["tool_call"] for action in document["compensated"])
+        parts.append(f"compensated, refused on a re-run (409 effect-compensated): {undone}")
     if document["abandoned"]:
         gone = document["abandoned"]
         parts.append(

@@ -1,5 +1,6 @@
 """``idemproxy recover AGENT BATCH --strategy compensate [--yes] [--header ...]``: the plan to
-undo a batch's completed effects, and, confirmed, running it through the proxy."""
+undo a batch's completed effects, and, confirmed, running it through the proxy; and
+``idemproxy recover AGENT --rollback-to BATCH [--yes]``, the same for every later batch."""
 
 from __future__ import annotations
 
@@ -32,6 +33,14 @@ def credentials(headers: Sequence[str]) -> dict[str, dict[str, str]]:
 
 async def recover(operator: Operator, args: argparse.Namespace) -> Document:
     """The ``recover`` verb: a recovery, or a compensation plan (run with ``--yes``)."""
+    if args.rollback_to is not None:
+        if args.batch not in (None, args.rollback_to) or args.strategy != "auto":
+            raise ConfigError(
+                "--rollback-to BATCH names the batch to roll back to: give no other batch and"
+                " no --strategy with it"
+            )
+        sent = credentials(args.header) if args.yes else None
+        return await operator.rollback(args.agent, args.rollback_to, args.actor, args.note, sent)
     if args.batch is None:
         args.batch = await batches.chosen(operator, args.agent)
     if args.strategy != COMPENSATE:
@@ -44,7 +53,22 @@ async def recover(operator: Operator, args: argparse.Namespace) -> Document:
 
 
 def recovered(document: Document) -> str:
+    if "target" in document:
+        return rollback(document)
     return plan(document) if "confirmed" in document else views.plan(document)
+
+
+def rollback(document: Document) -> str:
+    verb = "rolled back" if document["confirmed"] else "plan to roll back"
+    lines = [
+        f"{verb} agent {document['agent']} to the end of batch {document['target']}:"
+        " its later batches, newest first"
+    ]
+    for batch in document["batches"]:
+        lines += ["", plan(batch)]
+    lines += ["", f"undone: {', '.join(document['undone']) or '-'}"]
+    lines += [f"next: {document['next_step']}"]
+    return "\n".join(lines)
 
 
 def _rows(items: list[Document]) -> list[list[object]]:

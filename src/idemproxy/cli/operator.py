@@ -163,18 +163,28 @@ def register(verbs: Verbs) -> None:
     recover = _verb(
         verbs,
         "recover",
-        "prepare a batch's re-run (auto, restart), archive it (abandon), or undo its completed"
-        " effects (compensate)",
+        "prepare a batch's re-run (auto, restart, restart-from-last-external), archive it"
+        " (abandon), undo its completed effects (compensate), or every later batch's"
+        " (--rollback-to)",
         compensation.recover,
         compensation.recovered,
     )
     recover.add_argument("agent")
     recover.add_argument("batch", nargs="?", help="default: the agent's newest batch in error")
     recover.add_argument(
-        "--strategy", choices=["auto", "restart", "abandon", "compensate"], default="auto"
+        "--strategy",
+        choices=["auto", "restart", "restart-from-last-external", "abandon", "compensate"],
+        default="auto",
     )
     recover.add_argument(
-        "--yes", action="store_true", help="compensate: send them (without it: show the plan)"
+        "--rollback-to",
+        metavar="BATCH",
+        help="undo every batch of the agent after BATCH, newest first (sent with --yes)",
+    )
+    recover.add_argument(
+        "--yes",
+        action="store_true",
+        help="compensate, --rollback-to: send them (without: the plan)",
     )
     recover.add_argument(
         "--header",

@@ -157,9 +157,13 @@ def plan(document: Document) -> str:
         f"recovered batch {document['batch']} of agent {document['agent']} ({document['mode']})",
         f"strategy now: {document['strategy']}",
         f"replayed on re-run: {', '.join(document['replay']) or '-'}",
+        f"skipped on re-run: {', '.join(document['skip']) or '-'}",
+        f"re-run sends anew from: {document['resume_from'] or 'after the tool calls skipped'}",
         f"freed records cleared: {', '.join(document['cleared']) or '-'}",
         f"still awaiting review: {', '.join(document['review']) or '-'}",
     ]
+    if document["compensated"]:
+        lines.append(f"compensated (refused on re-run): {', '.join(document['compensated'])}")
     if document["archived"]:
         lines.append("archived: yes")
     lines.append(f"next: {document['next_step']}")

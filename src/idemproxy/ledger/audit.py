@@ -27,6 +27,8 @@ class AuditAction(StrEnum):
     RESUME = "agent.resume"
     RETRY = "review.retry"  # a failed effect freed, alone or by a resume
     COMPENSATE = "recover.compensate"
+    ROLLBACK = "recover.rollback"  # the later batches compensated, newest first
+    MARK_COMPENSATED = "effect.compensated"  # an effect undone by its compensation
 
 
 class ActionLimit:

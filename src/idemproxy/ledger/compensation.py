@@ -8,6 +8,9 @@ proxy as an effect of its own (ledger/compensator.py); the first failure stops t
 Nothing is sent, and nothing changes, when the batch has no completed effect, when one of its
 effects is being sent right now, or when a route's template does not fit an effect (a policy
 mistake is fixed first, not run halfway).
+
+Each effect whose compensation completed is then marked compensated (ledger/compensated.py):
+a repeat of it is refused with ``409 effect-compensated`` instead of replaying its "posted".
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger.audit import ActionLimit, AuditAction
+from idemproxy.ledger.compensated import compensated_by, mark_compensated
 from idemproxy.ledger.compensator import (
     Compensator,
     Item,
@@ -28,7 +32,7 @@ from idemproxy.ledger.compensator import (
 from idemproxy.ledger.review import not_found
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.protocols import Store
-from idemproxy.store.records import EffectRecord, RecordState
+from idemproxy.store.records import EffectRecord, RecordKey, RecordState
 
 _CANNOT = (UndoState.CANNOT, UndoState.INVALID)
 
@@ -75,9 +79,20 @@ class Compensations:
             )
         assert self._compensator is not None
         results = await self._compensator.run(items, credentials)
+        await self._mark(results, actor)
         done = _plan(agent, batch, True, results)
         await self._store.append_audit(_audit(agent, batch, actor, note, items, results))
         return done
+
+    async def _mark(self, results: list[Undo], actor: str) -> None:
+        """Mark each effect undone (in this run or in one that stopped before marking it)."""
+        for undo in results:
+            if undo.state is not UndoState.UNDONE:
+                continue
+            agent, _, effect_id = undo.effect_key.rpartition("/")
+            record = await self._store.get(RecordKey(agent, effect_id))
+            if record is not None and not compensated_by(record):
+                await mark_compensated(self._store, record, undo.compensation_key, actor)
 
     async def _items(self, agent: str, batch: str) -> list[Item]:
         if self._compensator is None:
@@ -95,9 +110,9 @@ class Compensations:
             record
             for record in records
             if not is_compensation(record)
-            and (record.state is RecordState.UNKNOWN or _succeeded(record))
+            and (record.state is RecordState.UNKNOWN or _done(record))
         ]
-        if not any(_succeeded(record) for record in originals):
+        if not any(_done(record) for record in originals):
             raise RequestRefused(
                 ProblemCode.STATE_CONFLICT,
                 f"batch {batch!r} of agent {agent!r} has no completed effect, so there is"
@@ -108,6 +123,11 @@ class Compensations:
             self._compensator.plan_item(record, await self._store.get(compensation_key(record)))
             for record in originals
         ]
+
+
+def _done(record: EffectRecord) -> bool:
+    """Completed: still standing, or undone already (then it is listed as undone)."""
+    return _succeeded(record) or bool(compensated_by(record))
 
 
 def _succeeded(record: EffectRecord) -> bool:

@@ -21,6 +21,7 @@ import orjson
 
 from idemproxy.effectkeys import KeyHeaders, resolve_effect_key
 from idemproxy.encodings import UndecodableBody
+from idemproxy.ledger.compensated import compensated_by
 from idemproxy.policies.compensation import Compensation
 from idemproxy.policies.matcher import RouteMatcher
 from idemproxy.policies.placeholders import (
@@ -147,6 +148,9 @@ class Compensator:
         )
         if record.state is RecordState.UNKNOWN:
             return Item(_cannot(undo, "its outcome is unknown: resolve it in review first"))
+        undone_by = compensated_by(record)
+        if undone_by:  # its recorded answer is now the refusal: nothing to fill a template from
+            return Item(replace(undo, state=UndoState.UNDONE, compensation_key=undone_by))
         matcher = self._matchers.get(record.meta.upstream)
         if matcher is None:
             return Item(_cannot(undo, f"upstream {record.meta.upstream!r} is not configured"))

@@ -4,6 +4,7 @@ A record's state says where its effect stands::
 
     completed, status < 400   completed action (its external id, if the route names one)
     completed, status >= 400  failed action, not retryable: a repeat replays the failure
+    completed, compensated    compensated: undone by its compensation; a repeat gets a 409
     not_applied               failed action, retryable: a repeat is forwarded again
     in_flight                 pending: an attempt holds the key now
     unknown                   unknown outcome: waits for review, never re-sent
@@ -20,12 +21,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from idemproxy.ledger.compensated import compensated_by
+from idemproxy.ledger.compensator import TOOL_CALL_PREFIX, is_compensation
 from idemproxy.store.outcomes import ArchivedOutcome
 from idemproxy.store.records import EffectRecord, RecordState
 
 
 class RecoveryStrategy(StrEnum):
-    RESTART_BATCH = "restart_batch"  # nothing external completed: re-run it all
+    RESTART_BATCH = "restart_batch"  # nothing external completed (or stands): re-run it all
     SELECTIVE = "selective"  # re-run is safe: completed effects replay
     MANUAL_ONLY = "manual_only"  # unknown outcomes need a human first
     ABANDON = "abandon"  # an operator archived the batch
@@ -50,6 +53,7 @@ class BatchAction:
     updated_ms: int = 0
     lease_expires_ms: int = 0
     archived: bool = False  # the record expired: this is its outcome as the archive keeps it
+    compensated_by: str = ""  # the compensation that undid it
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +80,13 @@ class BatchProgress:
     abandoned: Abandonment | None = None
     # Tool calls whose completed effects expired: a re-run would send them again.
     expired: tuple[str, ...] = ()
+    compensated: tuple[BatchAction, ...] = ()  # undone by their compensations
+    # Tool calls, in the order they were first claimed, that a re-run gets answered from their
+    # records (replayed, or refused as compensated) without sending anything...
+    skip: tuple[str, ...] = ()
+    # ...and the first tool call whose effect a re-run sends ("" if none: it sends anew from
+    # the first tool call after those recorded).
+    resume_from: str = ""
 
 
 def batch_action(record: EffectRecord) -> BatchAction:
@@ -95,6 +106,7 @@ def batch_action(record: EffectRecord) -> BatchAction:
         attempts=record.attempts,
         updated_ms=record.updated_ms,
         lease_expires_ms=record.lease_expires_ms if record.state is RecordState.IN_FLIGHT else 0,
+        compensated_by=compensated_by(record),
     )
 
 
@@ -131,6 +143,7 @@ def batch_progress(
     failed: list[BatchAction] = []
     pending: list[BatchAction] = []
     unknown: list[BatchAction] = []
+    compensated: list[BatchAction] = []
     records = list(records)
     live = {record.key.effect_id for record in records}
     actions = [batch_action(record) for record in records]
@@ -140,19 +153,24 @@ def batch_progress(
             pending.append(action)
         elif action.state is RecordState.UNKNOWN:
             unknown.append(action)
+        elif action.compensated_by:
+            compensated.append(action)
         elif action.state is RecordState.NOT_APPLIED or action.status >= 400:
             failed.append(action)
         else:
             completed.append(action)
-    replay = tuple(dict.fromkeys(a.tool_call for a in completed if not a.archived))
+    # The operator's compensations are listed like any effect, but the agent never sends them:
+    # they neither make a batch selective nor are they in what its re-run replays.
+    own = [action for action in completed if not action.tool_call.startswith(TOOL_CALL_PREFIX)]
+    replay = tuple(dict.fromkeys(a.tool_call for a in own if not a.archived))
     expired = tuple(
-        dict.fromkeys(a.tool_call for a in completed if a.archived and a.tool_call not in replay)
+        dict.fromkeys(a.tool_call for a in own if a.archived and a.tool_call not in replay)
     )
     if abandoned is not None:
         strategy = RecoveryStrategy.ABANDON
     elif unknown:
         strategy = RecoveryStrategy.MANUAL_ONLY
-    elif completed:
+    elif own:  # compensated effects no longer stand: a batch of only those restarts
         strategy = RecoveryStrategy.SELECTIVE
     else:
         strategy = RecoveryStrategy.RESTART_BATCH
@@ -167,4 +185,36 @@ def batch_progress(
         replay=replay,
         abandoned=abandoned,
         expired=expired,
+        compensated=tuple(compensated),
+        skip=answered_tool_calls(records),
+        resume_from=first_sent_tool_call(records),
     )
+
+
+def _in_order(records: Iterable[EffectRecord]) -> dict[str, list[EffectRecord]]:
+    """The records by tool call, tool calls in the order they were first claimed."""
+    ordered = sorted(
+        (record for record in records if not is_compensation(record)),
+        key=lambda record: (record.created_ms, str(record.key)),
+    )
+    calls: dict[str, list[EffectRecord]] = {}
+    for record in ordered:
+        calls.setdefault(record.meta.tool_call, []).append(record)
+    return calls
+
+
+def answered_tool_calls(records: Iterable[EffectRecord]) -> tuple[str, ...]:
+    """Tool calls every effect of which a re-run gets answered from its completed record."""
+    return tuple(
+        call
+        for call, effects in _in_order(records).items()
+        if all(record.state is RecordState.COMPLETED for record in effects)
+    )
+
+
+def first_sent_tool_call(records: Iterable[EffectRecord]) -> str:
+    """The first tool call with an effect a re-run sends again (a freed one), or ""."""
+    for call, effects in _in_order(records).items():
+        if any(record.state is RecordState.NOT_APPLIED for record in effects):
+            return call
+    return ""

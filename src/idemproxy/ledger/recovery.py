@@ -4,10 +4,14 @@ The proxy does not re-run a batch: the agent (or its runtime) does, through the 
 replays what completed and sends only the rest. Recovery prepares that re-run and records the
 decision:
 
-- ``auto``: the strategy the records call for. ``restart_batch`` and ``selective`` clear the
-  batch's freed (``not_applied``) records so that the re-run sends them afresh even if its
-  request differs; ``manual_only`` is refused until the unknown outcomes are resolved.
-- ``restart``: the same preparation, asked for explicitly.
+- ``auto``: the strategy the records call for. ``restart_batch`` and ``selective`` free the
+  batch's recorded failures and clear them with its freed (``not_applied``) records, so that
+  the re-run sends them afresh even if its request differs (``restart_batch`` frees the
+  compensated effects too); ``manual_only`` is refused until the unknown outcomes are resolved.
+- ``restart``: re-run it all: every failure and every compensated effect is freed and cleared.
+- ``restart_from_last_external``: the re-run resumes at the tool call after the batch's last
+  completed effect: everything up to it replays as the agent first saw it, the failures and
+  freed effects after it are cleared (ledger/freeing.py says which records each mode frees).
 - ``abandon``: archive the batch's records as they stand, then clear the freed ones. Completed
   effects are never deleted (a later re-run still replays them) and unknown outcomes stay in
   review: only a human can say whether they happened. Abandoning is final: no recovery runs on
@@ -27,29 +31,43 @@ import orjson
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger import documents
 from idemproxy.ledger.audit import ActionLimit, AuditAction
+from idemproxy.ledger.freeing import Scope, free, to_free
 from idemproxy.ledger.progress import Abandonment, BatchProgress, RecoveryStrategy, batch_progress
 from idemproxy.ledger.review import not_found
 from idemproxy.store.clock import wall_ms
-from idemproxy.store.journal import AuditEntry, ClearedRecord, ClearRequest
+from idemproxy.store.journal import AuditEntry, ClearRequest
 from idemproxy.store.protocols import Store
-from idemproxy.store.records import EffectRecord, RecordState
+from idemproxy.store.records import EffectRecord
 
 
 class RecoverMode(StrEnum):
     AUTO = "auto"
     RESTART = "restart"
+    RESTART_FROM_LAST_EXTERNAL = "restart_from_last_external"
     ABANDON = "abandon"
 
     @classmethod
     def parse(cls, text: str) -> RecoverMode:
-        """``auto``, ``restart`` or ``abandon``."""
+        """``auto``, ``restart``, ``restart_from_last_external`` (or with dashes) or
+        ``abandon``."""
         try:
-            return cls(text)
+            return cls(text.replace("-", "_"))
         except ValueError:
             raise RequestRefused(
                 ProblemCode.INVALID_REQUEST,
-                f"{text!r} is not a recovery strategy; use auto, restart or abandon",
+                f"{text!r} is not a recovery strategy; use auto, restart,"
+                " restart-from-last-external or abandon",
             ) from None
+
+    def scope(self, strategy: RecoveryStrategy) -> Scope:
+        """What this mode frees for the re-run of a batch whose strategy is ``strategy``."""
+        if self is RecoverMode.ABANDON:
+            return Scope.NOTHING_RECORDED
+        if self is RecoverMode.RESTART_FROM_LAST_EXTERNAL:
+            return Scope.AFTER_LAST_EXTERNAL
+        if self is RecoverMode.RESTART or strategy is RecoveryStrategy.RESTART_BATCH:
+            return Scope.EVERYTHING
+        return Scope.FAILURES
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +83,9 @@ class RecoveryPlan:
     review: tuple[str, ...]  # effect keys still waiting for a decision
     archived: bool
     next_step: str
+    skip: tuple[str, ...] = ()  # tool calls a re-run gets answered from their records
+    resume_from: str = ""  # the first tool call the re-run sends ("" : after those in skip)
+    compensated: tuple[str, ...] = ()  # effect keys undone: a repeat gets effect-compensated
 
 
 class Recovery:
@@ -77,11 +98,14 @@ class Recovery:
         progress, _ = await self._load(agent, batch)
         return progress
 
-    async def _load(self, agent: str, batch: str) -> tuple[BatchProgress, list[EffectRecord]]:
+    async def _load(
+        self, agent: str, batch: str, cleared: bool = False
+    ) -> tuple[BatchProgress, list[EffectRecord]]:
+        """``cleared``: the batch was just cleared, so no records left is no surprise."""
         records = await self._store.batch_records(agent, batch)
         archive = await self._store.read_archive(agent, batch)
         outcomes = await self._store.read_outcomes(agent, batch)
-        if not records and archive is None and not outcomes:
+        if not records and archive is None and not outcomes and not cleared:
             if agent not in await self._store.list_agents():
                 raise not_found(f"agent {agent!r}")
             raise not_found(f"batch {batch!r} of agent {agent!r}")
@@ -94,11 +118,8 @@ class Recovery:
         await self._limit.check(agent)
         progress, records = await self._load(agent, batch)
         _refuse_unsafe(progress, mode)
-        freed = [
-            ClearedRecord(record.key.effect_id, record.fence)
-            for record in records
-            if record.state is RecordState.NOT_APPLIED
-        ]
+        chosen = to_free(records, mode.scope(progress.strategy))
+        freed = await free(self._store, chosen, actor, note)
         archive = None
         if mode is RecoverMode.ABANDON:
             archive = orjson.dumps(
@@ -119,7 +140,9 @@ class Recovery:
             note=note,
         )
         cleared = await self._store.clear_batch(ClearRequest(agent, batch, freed, archive, audit))
-        after = await self.progress(agent, batch)
+        after, _ = await self._load(agent, batch, cleared=True)
+        resumes = [r.meta.tool_call for r in _by_claim(records) if r.key.effect_id in cleared]
+        resume_from = resumes[0] if resumes else after.resume_from
         return RecoveryPlan(
             agent=agent,
             batch=batch,
@@ -130,7 +153,14 @@ class Recovery:
             review=tuple(action.effect_key for action in after.unknown),
             archived=archive is not None,
             next_step=_next_step(after),
+            skip=tuple(call for call in after.skip if call not in resumes),
+            resume_from=resume_from,
+            compensated=tuple(action.effect_key for action in after.compensated),
         )
+
+
+def _by_claim(records: list[EffectRecord]) -> list[EffectRecord]:
+    return sorted(records, key=lambda record: (record.created_ms, str(record.key)))
 
 
 def _refuse_unsafe(progress: BatchProgress, mode: RecoverMode) -> None:
@@ -190,9 +220,21 @@ def _next_step(progress: BatchProgress) -> str:
     if progress.strategy is RecoveryStrategy.ABANDON:
         return "nothing: the batch is archived; do not re-run it unless you mean to"
     if progress.strategy is RecoveryStrategy.SELECTIVE:
-        return (
+        step = (
             "re-run the whole batch through the proxy with the same Idem-Batch and Idem-Tool-Call"
             " ids: the tool calls listed under replay get their recorded responses, the rest are"
             " sent"
+        )
+        if progress.compensated:
+            step += (
+                f"; {len(progress.compensated)} compensated effect(s) are refused (409"
+                " effect-compensated), not sent again"
+            )
+        return step
+    if progress.compensated:
+        return (
+            "re-run the whole batch through the proxy: every effect that completed was undone"
+            " by its compensation, and a repeat of one is refused (409 effect-compensated) until"
+            " a restart frees it"
         )
     return "re-run the whole batch through the proxy: nothing external completed"

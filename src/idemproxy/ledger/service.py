@@ -22,6 +22,7 @@ from idemproxy.ledger.losses import StoreLosses
 from idemproxy.ledger.pause import Pauses
 from idemproxy.ledger.recovery import RecoverMode, Recovery
 from idemproxy.ledger.review import Decision, Review, not_found, parse_key
+from idemproxy.ledger.rollback import Credentials, Rollbacks, RollbackVerb
 from idemproxy.store.journal import AuditEntry, DeliveryCursor
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import StoredResponse
@@ -81,11 +82,14 @@ class Operator(Protocol):
         note: str,
         credentials: Mapping[str, Mapping[str, str]],
     ) -> Document: ...
+    async def rollback(  # credentials None: the plan only
+        self, agent: str, target: str, actor: str, note: str, credentials: Credentials | None
+    ) -> Document: ...
     async def store_status(self) -> Document: ...
     async def acknowledge_loss(self, actor: str, note: str) -> Document: ...
 
 
-class LedgerService:
+class LedgerService(RollbackVerb):
     """:class:`Operator` on a store; compensations need a ``compensator`` (a running proxy).
 
     The store is judged by ``guard``, a running proxy's; without one (the CLI on a store),
@@ -108,6 +112,7 @@ class LedgerService:
         self._recovery = Recovery(store, self._limit)
         self._pauses = Pauses(store, self._limit)
         self._compensations = Compensations(store, self._limit, compensator)
+        self._rollbacks = Rollbacks(store, self._compensations)
         guard = guard or StoreGuard(store, StoreSafetyConfig(), reports=False)
         self._losses = StoreLosses(store, guard)
 
@@ -214,15 +219,8 @@ class LedgerService:
                 f"delivery for agent {agent!r} is not parked: nothing to retry",
                 extra={"delivery": await self._delivery(agent)},
             )
-        audit = AuditEntry(
-            agent=agent,
-            action=AuditAction.RETRY_DELIVERY,
-            actor=actor,
-            target=agent,
-            before=f"parked after {cursor.attempts} attempts: {cursor.last_error}",
-            after="delivering",
-            note=note,
-        )
+        was = f"parked after {cursor.attempts} attempts: {cursor.last_error}"
+        audit = AuditEntry(agent, AuditAction.RETRY_DELIVERY, actor, agent, was, "delivering", note)
         fresh = DeliveryCursor(acked=cursor.acked, version=cursor.version)
         if await self._store.write_cursor(agent, fresh, audit) is None:
             raise RequestRefused(

@@ -35,6 +35,7 @@ _STATUS: dict[ProblemCode, tuple[int, str]] = {
     ProblemCode.AGENT_PAUSED: (503, "Agent paused"),
     ProblemCode.UPSTREAM_TIMEOUT: (504, "Upstream timeout"),
     ProblemCode.FORGED_COMPENSATION: (403, "Forged compensation"),
+    ProblemCode.EFFECT_COMPENSATED: (409, "Effect compensated"),
     ProblemCode.UNAUTHORIZED: (401, "Unauthorized"),
     ProblemCode.FOREIGN_HOST: (403, "Foreign Host"),
     ProblemCode.CROSS_ORIGIN_REQUEST: (403, "Cross-origin request"),
