@@ -138,9 +138,7 @@ class AppendGuard:
             current.value, text, rule.min_overlap_chars, rule.ignore_surrounding_whitespace
         )
         skipped = len(text.encode()) - len(rest.encode())
-        log.info(
-            "append checked: %s", case, extra={"effect_key": str(ctx.key), "skipped": skipped}
-        )
+        log.info("append checked: %s", case, extra={"effect_key": str(ctx.key), "skipped": skipped})
         headers = ((APPEND_HEADER, case.value), (SKIPPED_HEADER, str(skipped)))
         if case is AppendCase.PRESENT:
             # Only a value that was read can hold the text, so the read answered 200.

@@ -10,8 +10,8 @@ from idemproxy.effects.audit import AutoAction, EffectAudit, automatic
 from idemproxy.effects.context import EffectContext
 from idemproxy.metrics import Metrics
 from idemproxy.store.errors import StoreError
-from idemproxy.store.protocols import RecordStore
 from idemproxy.store.journal import AuditEntry
+from idemproxy.store.protocols import RecordStore
 from idemproxy.store.records import RecordKey, Settlement
 
 log = logging.getLogger(__name__)

@@ -44,9 +44,7 @@ async def sweep_lapsed(store: Store, agent: str, swept_by: str = "") -> list[Eff
         )
         if swept_by:
             note += f" (swept by {swept_by})"
-        entry = automatic(
-            agent, AutoAction.LAPSED, str(record.key), "in_flight", "unknown", note
-        )
+        entry = automatic(agent, AutoAction.LAPSED, str(record.key), "in_flight", "unknown", note)
         await audit.write(entry)
     return swept
 

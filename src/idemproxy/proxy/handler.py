@@ -20,11 +20,11 @@ from idemproxy.effectkeys import (
     resolve_agent,
     resolve_effect_key,
 )
+from idemproxy.effects.audit import AutoAction, automatic
 from idemproxy.effects.context import EffectContext
 from idemproxy.effects.outcome import Outcome, outcome_headers
 from idemproxy.effects.paused import COMPENSATES_HEADER, PauseGate
 from idemproxy.effects.refusals import store_unavailable, upstream_failed
-from idemproxy.effects.audit import AutoAction, automatic
 from idemproxy.effects.seal import SEAL_HEADER, forged_compensation
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.fingerprint import fingerprint
