@@ -5,6 +5,7 @@ file. Real processes: the fake upstream, ``idemproxy serve`` on SQLite, the CLI.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import threading
@@ -31,10 +32,9 @@ def held_request(proxy: ServedProxy) -> threading.Thread:
     def send() -> None:
         headers = {"Idem-Batch": "b1", "Idem-Tool-Call": "c1", "Content-Type": "application/json"}
         request = urllib.request.Request(f"{proxy.url}/up/slow?ms=30000", b"{}", headers)
-        try:
+        # The proxy is killed under it.
+        with contextlib.suppress(urllib.error.URLError, ConnectionError):
             urllib.request.urlopen(request, timeout=40).close()
-        except (urllib.error.URLError, ConnectionError):
-            pass  # the proxy is killed under it
 
     thread = threading.Thread(target=send, daemon=True)
     thread.start()

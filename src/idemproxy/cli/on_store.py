@@ -2,8 +2,8 @@
 
 Such a verb acts with the proxy's own settings, not the defaults: the proxy's config file
 (``--config``) and its ``IDEMPROXY_*`` environment, read as ``serve`` reads them, give the
-limit on recovery actions (``recovery.actions_per_minute``) and the controller ``status``
-reports. ``store sweep`` does what a running proxy's sweep does every
+limit on recovery actions (``recovery.actions_per_minute``) and, given the file, the
+controller ``status`` reports on. ``store sweep`` does what a running proxy's sweep does every
 ``recovery.sweep_interval_s``: turns leases that lapsed ``unknown``, into review, audited.
 """
 
@@ -64,7 +64,9 @@ async def ledger(args: argparse.Namespace) -> AsyncIterator[LedgerService]:
     config = settings(args)
     async with opened(args) as store:
         limit = config.recovery.actions_per_minute
-        yield LedgerService(store, limit, controller=config.controller)
+        # Without the proxy's config file, whether it delivers events is not known here.
+        controller = config.controller if args.config else None
+        yield LedgerService(store, limit, controller=controller)
 
 
 def refuse_config_without_store(args: argparse.Namespace) -> None:
