@@ -38,10 +38,7 @@ async def sweep_lapsed(store: Store, agent: str, swept_by: str = "") -> list[Eff
             "lease lapsed: outcome unknown, awaiting review",
             extra={"effect_key": str(record.key), "batch": record.meta.batch},
         )
-        note = (
-            f"batch {record.meta.batch!r}, {record.meta.method} {record.meta.path}: the lease ran"
-            " out, so the holder (the agent's proxy) died or lost the store; awaits review"
-        )
+        note = f"the lease ran out: its proxy died or lost the store; batch {record.meta.batch!r}"
         if swept_by:
             note += f" (swept by {swept_by})"
         entry = automatic(agent, AutoAction.LAPSED, str(record.key), "in_flight", "unknown", note)
