@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from idemproxy.effects.audit import AutoAction, automatic
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger.audit import ActionLimit, AuditAction
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.protocols import Store
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 async def test_the_proxys_own_entries_do_not_use_up_an_operators_minute(
@@ -26,3 +31,9 @@ async def test_the_proxys_own_entries_do_not_use_up_an_operators_minute(
     with pytest.raises(RequestRefused) as raised:
         await limit.check(ns)
     assert raised.value.code is ProblemCode.RATE_LIMITED
+
+
+def test_the_admin_api_describes_every_action_the_log_may_hold() -> None:
+    spec = yaml.safe_load((REPO / "docs" / "admin-api.openapi.yaml").read_text(encoding="utf-8"))
+    listed = set(spec["components"]["schemas"]["AuditEntry"]["properties"]["action"]["enum"])
+    assert {*AuditAction, *AutoAction} <= listed
