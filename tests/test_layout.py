@@ -34,7 +34,6 @@ UNTESTED = frozenset(
         "errors.py",
         "instrumented.py",
         "jsonpointer.py",
-        "ledger/audit.py",
         "ledger/documents.py",
         "ledger/losses.py",
         "ledger/progress.py",

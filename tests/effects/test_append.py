@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from idemproxy.effects.append import AppendCase, decide, tail_overlap
+from idemproxy.effects.append import SKIPPED_HEADER, AppendCase, decide, tail_overlap
 from tests.proxy.conftest import ProxyFactory
 from tests.support.fakes.memory import MEMORY, MemoryService, build_memory_app
 from tests.support.fakes.service import Fault, Planned
@@ -205,3 +205,59 @@ def test_overlap_is_the_longest_start_of_the_text_the_value_ends_with(
 )
 def test_decide(value: str, text: str, case: AppendCase, rest: str) -> None:
     assert decide(value, text, min_overlap_chars=2) == (case, rest)
+
+
+@pytest.mark.parametrize(
+    ("value", "text", "case", "rest"),
+    [
+        ("notes\n- tea", "- tea\n", AppendCase.PRESENT, ""),  # the upstream trimmed the text
+        ("notes\n- tea  \n\n", "\n- tea", AppendCase.PRESENT, ""),
+        ("notes\n- coffee", "- tea\n", AppendCase.APPENDED, "- tea\n"),
+        ("notes\n", "  \n", AppendCase.APPENDED, "  \n"),  # only whitespace: the usual rules
+        ("notes\n- t", "- tea\n", AppendCase.REMAINDER, "ea\n"),
+    ],
+)
+def test_decide_ignoring_surrounding_whitespace(
+    value: str, text: str, case: AppendCase, rest: str
+) -> None:
+    assert decide(value, text, 2, ignore_whitespace=True) == (case, rest)
+
+
+def test_whitespace_counts_as_text_by_default() -> None:
+    # The newline the upstream trimmed is taken for the rest of an append cut off.
+    assert decide("notes\n- tea", "- tea\n", 2) == (AppendCase.REMAINDER, "\n")
+    assert decide("notes\n- tea  ", "- tea", 2) == (AppendCase.APPENDED, "- tea")
+
+
+async def test_the_answer_says_how_many_bytes_were_skipped(
+    proxy: Client, memory: MemoryService
+) -> None:
+    memory.blocks["notes"] = NOTES
+    memory.cut_next_after_chars = 12
+    await append(proxy, ENTRY)
+
+    _, finished, _ = await append(proxy, ENTRY)
+    _, present, _ = await append(proxy, ENTRY, tool_call="call-1-rerun")
+    _, appended, _ = await append(proxy, "- é\n", tool_call="call-2")
+
+    assert finished[SKIPPED_HEADER] == "12"
+    assert present[SKIPPED_HEADER] == str(len(ENTRY.encode()))
+    assert appended[SKIPPED_HEADER] == "0"
+
+
+async def test_an_upstream_that_trims_is_not_appended_twice_when_whitespace_is_ignored(
+    make_proxy: ProxyFactory, upstream: TestServer, tmp_path: Path, memory: MemoryService
+) -> None:
+    policy = tmp_path / "trimming.yaml"
+    policy.write_text(POLICY.replace("content: /text}", "content: /text,"
+                                     " ignore_surrounding_whitespace: true}"))  # fmt: skip
+    client, _ = await make_proxy(
+        policy=str(policy), **{"upstreams.up.url": str(upstream.make_url(""))}
+    )
+    memory.blocks["notes"] = NOTES + ENTRY.strip()  # stored trimmed, as such an upstream does
+
+    status, headers, _ = await append(client, ENTRY, tool_call="call-1-rerun")
+
+    assert (status, headers["Idem-Append"]) == (200, "present")
+    assert headers[SKIPPED_HEADER] == str(len(ENTRY.encode()))
+    assert memory.appends() == []

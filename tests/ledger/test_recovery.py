@@ -85,6 +85,23 @@ async def test_auto_recovery_clears_freed_records_and_plans_a_selective_rerun(
     assert entry.note == "retry after outage"
 
 
+async def test_auto_recovery_is_audited_and_logged_as_the_strategy_it_picked(
+    store: Store, ns: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    await make_effect(store, ns, "b1", "c1", RecordState.COMPLETED, status=401)
+    await make_effect(store, ns, "b1", "c2", RecordState.NOT_APPLIED)
+    caplog.set_level("INFO", "idemproxy.ledger.recovery")
+
+    plan = await LedgerService(store).recover(ns, "b1", RecoverMode.AUTO, OPS, "")
+
+    assert plan["strategy"] == "restart_batch"
+    [entry] = await store.read_audit(ns)
+    assert entry.after.startswith("auto picked restart_batch: 1 freed record(s) cleared")
+    [logged] = [r for r in caplog.records if r.name == "idemproxy.ledger.recovery"]
+    assert "restart_batch" in logged.getMessage()
+    assert "auto" not in logged.getMessage().replace("auto picked", "")
+
+
 async def test_a_batch_with_unknown_outcomes_is_not_rerun(store: Store, ns: str) -> None:
     doubt = await make_effect(store, ns, "b1", "c1", RecordState.UNKNOWN)
     freed = await make_effect(store, ns, "b1", "c2", RecordState.NOT_APPLIED)

@@ -43,6 +43,19 @@ async def test_lapsed_leases_join_the_review_queue_without_a_repeat(store: Store
     assert waiting >= 2  # a shared Redis may hold other tests' agents too
 
 
+async def test_each_lease_the_sweep_turns_unknown_is_audited(store: Store, ns: str) -> None:
+    held = await make_effect(store, ns, "b1", "c1", None, lease_ms=100)
+    await make_effect(store, ns, "b1", "c2", None)
+    await asyncio.sleep(0.2)
+
+    await Sweeper(store, Metrics(), interval_s=5).sweep_once()
+
+    [entry] = await store.read_audit(ns)
+    assert (entry.action, entry.actor, entry.target) == ("effect.lapsed", "idemproxy", str(held))
+    assert (entry.before, entry.after) == ("in_flight", "unknown")
+    assert "b1" in entry.note
+
+
 async def test_the_sweep_runs_on_its_interval_until_stopped() -> None:
     store = MemoryStore()
     held = await make_effect(store, "bot", "b1", "c1", None, lease_ms=100)

@@ -22,14 +22,21 @@ from typing import TypeAlias
 import orjson
 
 from idemproxy.admin.client import DEFAULT_ADMIN_URL, AdminClient, admin_url
-from idemproxy.cli import agent_views, batch_views, compensation, duplicates, store_views, views
+from idemproxy.cli import (
+    agent_views,
+    batch_views,
+    compensation,
+    duplicates,
+    on_store,
+    store_views,
+    views,
+)
 from idemproxy.cli import batches as batch_list
 from idemproxy.cli.failures import EXIT_CODES_HELP, ExitCode
 from idemproxy.errors import ConfigError
 from idemproxy.ledger.documents import Document
 from idemproxy.ledger.review import Decision
-from idemproxy.ledger.service import LedgerService, Operator
-from idemproxy.store.factory import open_store
+from idemproxy.ledger.service import Operator
 
 ADMIN_URL_VARIABLE = "IDEMPROXY_ADMIN_URL"
 TOKEN_VARIABLE = "IDEMPROXY_ADMIN_TOKEN"  # noqa: S105 - the name of a variable, not a token
@@ -77,13 +84,10 @@ async def _operator(args: argparse.Namespace) -> AsyncIterator[Operator]:
                 "--token is for the admin API (--admin-url); --store works on the store"
                 " directly and takes no token"
             )
-        # A command never makes a store: a path no proxy used is a typo, not an empty store.
-        store = open_store(args.store, create=False)
-        try:
-            yield LedgerService(store)
-        finally:
-            await store.close()
+        async with on_store.ledger(args) as ledger:
+            yield ledger
         return
+    on_store.refuse_config_without_store(args)
     client = _admin_client(args)
     try:
         yield client
@@ -136,6 +140,7 @@ def _verb(
         help=f"the admin API's token (default ${TOKEN_VARIABLE}, which keeps it out of the"
         " process list)",
     )
+    on_store.add_config_flag(parser)
     parser.add_argument("--json", action="store_true", help="print the JSON document")
     parser.set_defaults(run=_runner(call, view, exit_rule))
     return parser
@@ -294,3 +299,13 @@ def _register_store(store: argparse.ArgumentParser) -> None:
         store_views.status,
     )
     _acting(acknowledge)
+    sweep = _verb(
+        store_verbs,
+        "sweep",
+        "with --store: turn leases that lapsed (their proxy died) into unknown outcomes in"
+        " review, each audited, as a running proxy's sweep does",
+        lambda op, a: on_store.sweep(a),
+        on_store.swept_view,
+    )
+    sweep.add_argument("--actor", default=default_actor(), help="who, for the audit log")
+    sweep.set_defaults(run=on_store.run_sweep)

@@ -87,12 +87,13 @@ def _file_layer(path: Path) -> dict[str, Any]:
     return document
 
 
-def load_config(
+def load_settings(
     path: Path | None = None,
     environ: Mapping[str, str] | None = None,
     flags: Mapping[str, Any] | None = None,
-) -> LoadedConfig:
-    """Merge the layers, validate them and load every upstream's policy."""
+) -> ProxyConfig:
+    """The merged, validated settings alone, without the upstreams' policies: what a command
+    working on the proxy's store needs of its config (``--store`` with ``--config``)."""
     sources: dict[str, str] = {}
     merged: dict[str, Any] = {}
     if path is not None:
@@ -107,6 +108,16 @@ def load_config(
         config = ProxyConfig.model_validate(merged)
     except ValidationError as exc:
         raise ConfigError(describe(exc, sources, ProxyConfig)) from exc
+    return config
+
+
+def load_config(
+    path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+) -> LoadedConfig:
+    """Merge the layers, validate them and load every upstream's policy."""
+    config = load_settings(path, environ, flags)
     if not config.admin_listen.is_loopback and config.admin_token is None:
         raise ConfigError(
             f"admin_listen {config.admin_listen} is reachable from outside this host, so the"

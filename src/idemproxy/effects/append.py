@@ -7,8 +7,12 @@ its end compared with the text the request adds:
 - its first part is there (an append cut off midway): only the rest is sent
 - none of it: the request is sent as it came
 
-The answer's ``Idem-Append`` header says which (``present``, ``remainder``, ``appended``). An
-append whose outcome is unknown needs no review: the next attempt's read-back reconciles it.
+The answer's ``Idem-Append`` header says which (``present``, ``remainder``, ``appended``), and
+``Idem-Append-Skipped-Bytes`` how many bytes of the text were not sent because the value held
+them. With ``ignore_surrounding_whitespace`` a value whose end holds the text but for
+whitespace around it (an upstream that trims what it stores) counts as ``present``. An append
+whose outcome is unknown needs no review: the next attempt's read-back reconciles it. The
+first two cases are the proxy's own decisions, so each is written to the audit log.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from aiohttp import ClientSession, web
 from yarl import URL
 
 from idemproxy.effects.answers import done_answer
+from idemproxy.effects.audit import AutoAction, EffectAudit, automatic
 from idemproxy.effects.context import EffectContext
 from idemproxy.effects.outcome import Outcome
 from idemproxy.effects.reconciled import ClaimAgain
@@ -33,6 +38,7 @@ from idemproxy.policies.placeholders import MissingValue, Values, fill_text, pat
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
 from idemproxy.proxy.headers import own_read_headers
 from idemproxy.store.errors import StoreError
+from idemproxy.store.journal import AuditEntry
 from idemproxy.store.protocols import RecordStore
 from idemproxy.store.records import (
     RecordKey,
@@ -46,6 +52,7 @@ from idemproxy.store.records import (
 log = logging.getLogger(__name__)
 
 APPEND_HEADER = "Idem-Append"
+SKIPPED_HEADER = "Idem-Append-Skipped-Bytes"
 READ_MAX_BYTES = 8 << 20
 
 
@@ -64,11 +71,12 @@ class Send:
 
 @dataclass(frozen=True, slots=True)
 class Present:
-    """The whole text is already there: answer ``response``, recorded by ``settlement``, and
-    send nothing."""
+    """The whole text is already there: answer ``response``, recorded by ``settlement`` and
+    audited by ``audit``, and send nothing."""
 
     response: web.Response
     settlement: Settlement
+    audit: AuditEntry
 
 
 Checked = Send | Present
@@ -91,8 +99,14 @@ def tail_overlap(value: str, text: str) -> int:
     return border[-1]
 
 
-def decide(value: str, text: str, min_overlap_chars: int) -> tuple[AppendCase, str]:
-    """The case, and the text still to append."""
+def decide(
+    value: str, text: str, min_overlap_chars: int, ignore_whitespace: bool = False
+) -> tuple[AppendCase, str]:
+    """The case, and the text still to append. ``ignore_whitespace``: the text is present too
+    when the value's end holds it but for whitespace around either."""
+    trimmed = text.strip()
+    if ignore_whitespace and trimmed and value.rstrip().endswith(trimmed):
+        return AppendCase.PRESENT, ""
     overlap = tail_overlap(value, text)
     if text and overlap == len(text):
         return AppendCase.PRESENT, ""
@@ -111,28 +125,40 @@ class CurrentValue:
 
 
 class AppendGuard:
-    def __init__(self, store: RecordStore, session: ClientSession) -> None:
+    def __init__(self, store: RecordStore, session: ClientSession, audit: EffectAudit) -> None:
         self.store = store
         self.session = session
+        self.audit = audit
 
     async def check(self, ctx: EffectContext, rule: AppendRule) -> Checked:
         """Read the value back and decide; ``RequestRefused`` when that cannot be done."""
         text = _appended_text(rule, ctx.body)
         current = await self._read(ctx, rule)
-        case, rest = decide(current.value, text, rule.min_overlap_chars)
-        log.info("append checked: %s", case, extra={"effect_key": str(ctx.key)})
-        headers = ((APPEND_HEADER, case.value),)
+        case, rest = decide(
+            current.value, text, rule.min_overlap_chars, rule.ignore_surrounding_whitespace
+        )
+        skipped = len(text.encode()) - len(rest.encode())
+        log.info("append checked: %s", case, extra={"effect_key": str(ctx.key), "skipped": skipped})
+        headers = ((APPEND_HEADER, case.value), (SKIPPED_HEADER, str(skipped)))
         if case is AppendCase.PRESENT:
             # Only a value that was read can hold the text, so the read answered 200.
             stored_headers = (("Content-Type", current.content_type), *headers)
             stored = StoredResponse(200, stored_headers, current.body)
-            settlement = Settlement(
-                RecordState.COMPLETED,
-                response=stored,
-                reason="append: the text was already at the end of the value; nothing sent",
-                ttl_s=ctx.route.ttl_s,
+            reason = (
+                f"append: the text was already at the end of the value; nothing sent"
+                f" ({skipped} bytes skipped)"
             )
-            return Present(done_answer(stored, Outcome.RECONCILED, str(ctx.key)), settlement)
+            settlement = Settlement(
+                RecordState.COMPLETED, response=stored, reason=reason, ttl_s=ctx.route.ttl_s
+            )
+            audit = _audit(ctx, AutoAction.APPEND_PRESENT, "completed", reason)
+            answer = done_answer(stored, Outcome.RECONCILED, str(ctx.key))
+            return Present(answer, settlement, audit)
+        if case is AppendCase.REMAINDER:
+            # Decided before the rest is sent: the entry says what was left out, and why.
+            note = f"append: the value already ended with {skipped} bytes of the text"
+            after = f"sending the remaining {len(rest.encode())} bytes"
+            await self.audit.write(_audit(ctx, AutoAction.APPEND_REMAINDER, after, note))
         body = ctx.body if case is AppendCase.APPENDED else _with_text(rule, ctx.body, rest)
         return Send(replace(ctx, body=body, answer_headers=headers))
 
@@ -141,8 +167,11 @@ class AppendGuard:
         before it sends anything, tells what the value holds."""
         reason = "append: outcome settled by reading the value back before sending again"
         resolution = Resolution(RecordState.NOT_APPLIED, reason=reason)
+        audit = automatic(
+            key.agent, AutoAction.RECONCILED, str(key), "unknown", "not_applied", reason
+        )
         try:
-            await self.store.resolve(ResolveRequest(key, RecordState.UNKNOWN, resolution))
+            await self.store.resolve(ResolveRequest(key, RecordState.UNKNOWN, resolution, audit))
         except StoreError:
             log.warning("could not reconcile an unknown append", extra={"effect_key": str(key)})
         return ClaimAgain()
@@ -167,6 +196,11 @@ class AppendGuard:
         if status != 200:
             raise _refused(f"reading the value back answered {status}")
         return CurrentValue(_current_value(rule, body), body, content_type)
+
+
+def _audit(ctx: EffectContext, action: AutoAction, after: str, note: str) -> AuditEntry:
+    key = ctx.key.record_key
+    return automatic(key.agent, action, str(key), "in_flight", after, note)
 
 
 def _refused(why: str) -> RequestRefused:

@@ -20,6 +20,7 @@ from idemproxy.effectkeys import KeySource
 from idemproxy.effects.answers import replay_response
 from idemproxy.effects.append import AppendGuard
 from idemproxy.effects.attempts import Attempts
+from idemproxy.effects.audit import AutoAction, EffectAudit, automatic
 from idemproxy.effects.conflicts import idempotency_key_reused, tool_call_already_acted
 from idemproxy.effects.context import EffectContext
 from idemproxy.effects.forwarding import Forwarder
@@ -63,16 +64,18 @@ class EffectFlow:
         attempts: Attempts,
         metrics: Metrics,
         session: ClientSession,
+        audit: EffectAudit,
         pause_after_failures: int = 0,
         agent_write_timeout_s: float | None = None,
     ) -> None:
         self.store = store
         self.attempts = attempts
         self.metrics = metrics
+        self.audit = audit
         self._duplicates = Children(metrics.duplicates_blocked)
-        self.settler = Settler(store, metrics, pause_after_failures)
+        self.settler = Settler(store, metrics, audit, pause_after_failures)
         self.native = NativeDedupe(store, session)
-        self.appends = AppendGuard(store, session)
+        self.appends = AppendGuard(store, session, audit)
         self.forwarder = Forwarder(
             session, self.settler, self.native, self.appends, metrics, agent_write_timeout_s
         )
@@ -115,7 +118,7 @@ class EffectFlow:
                     pass  # what the request gets from the record that stands, below
             other_request = record.fingerprint != ctx.fingerprint
             if other_request:
-                self._refuse_other_request(ctx, record)
+                await self._refuse_other_request(ctx, record)
             if record.state is RecordState.COMPLETED:
                 kind = DuplicateKind.COALESCED if waited else DuplicateKind.REPLAYED
                 self._blocked(ctx, kind)
@@ -159,15 +162,30 @@ class EffectFlow:
         await self.settler.settle(ctx, fence, released, counted=False)
         raise store_not_replicated(unreplicated)
 
-    def _refuse_other_request(self, ctx: EffectContext, record: EffectRecord) -> None:
+    async def _refuse_other_request(self, ctx: EffectContext, record: EffectRecord) -> None:
         """Refuse a request whose key belongs to another request, unless that one may still
         end: a tool call's re-run waits for an attempt in flight, then learns what it did."""
         if ctx.key.source is not KeySource.TOOL_CALL:
             self._blocked(ctx, DuplicateKind.REUSED_KEY)
-            raise idempotency_key_reused(record)
+            await self._refused(record, idempotency_key_reused(record))
         if record.state is RecordState.COMPLETED:
             self._blocked(ctx, DuplicateKind.ALREADY_ACTED)
-            raise tool_call_already_acted(record)
+            await self._refused(record, tool_call_already_acted(record))
+
+    async def _refused(self, record: EffectRecord, refusal: RequestRefused) -> NoReturn:
+        """Audit a repeat refused for carrying another request than its key's, then refuse it:
+        the agent re-planned (or reused a key), which the operator reviewing it should see."""
+        status = 422 if refusal.code is ProblemCode.IDEMPOTENCY_KEY_REUSED else 409
+        entry = automatic(
+            record.key.agent,
+            AutoAction.CONFLICT_REFUSED,
+            str(record.key),
+            str(record.state),
+            f"refused {status} {refusal.code}",
+            f"{record.meta.method} {record.meta.path}: another request under this key",
+        )
+        await self.audit.write(entry)
+        raise refusal
 
     async def _reconcile(
         self, ctx: EffectContext, record: EffectRecord, tried: bool

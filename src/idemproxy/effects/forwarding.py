@@ -68,8 +68,8 @@ class Forwarder:
         match checked:
             case Send(context=context):
                 return await self.forward(context, fence, outcome)
-            case Present(response=response, settlement=settlement):
-                await self.settler.settle(ctx, fence, settlement)
+            case Present(response=response, settlement=settlement, audit=audit):
+                await self.settler.settle(ctx, fence, settlement, audit=audit)
                 return response, Outcome.RECONCILED
 
     async def forward(
@@ -96,7 +96,9 @@ class Forwarder:
                 self._upstream_durations(upstream.name).observe(time.perf_counter() - started)
                 if self.native.reconciles_answer(ctx, sent, answer.status):
                     reconciled = await self.native.reconcile_answer(ctx, sent, answer)
-                    await self.settler.settle(ctx, fence, reconciled.settlement)
+                    await self.settler.settle(
+                        ctx, fence, reconciled.settlement, audit=reconciled.audit
+                    )
                     return reconciled.response, reconciled.outcome
                 state = classify_status(answer.status, route)
                 client_headers = client_response_headers(answer.headers)

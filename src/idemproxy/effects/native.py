@@ -17,6 +17,7 @@ from aiohttp import ClientResponse, ClientSession, web
 from yarl import URL
 
 from idemproxy.effects.answers import JSON_HEADERS, done_answer, read_answer
+from idemproxy.effects.audit import AutoAction, automatic
 from idemproxy.effects.context import EffectContext
 from idemproxy.effects.outcome import Outcome
 from idemproxy.effects.reconciled import ClaimAgain, Completed, Reconciliation, Review
@@ -24,6 +25,7 @@ from idemproxy.policies.adapters.base import Answer, Attempt, Finding, Found, Ou
 from idemproxy.proxy.forward import Exchange, UpstreamFailure
 from idemproxy.proxy.headers import own_read_headers
 from idemproxy.store.errors import StoreError
+from idemproxy.store.journal import AuditEntry
 from idemproxy.store.protocols import RecordStore
 from idemproxy.store.records import (
     EffectRecord,
@@ -42,11 +44,13 @@ READ_BACK_MAX_BYTES = 1 << 20
 
 @dataclass(frozen=True, slots=True)
 class ReconciledAnswer:
-    """The answer to a native-key request whose upstream status called for a read-back."""
+    """The answer to a native-key request whose upstream status called for a read-back, and
+    the audit entry of the outcome the read-back settled."""
 
     response: web.Response
     outcome: Outcome
     settlement: Settlement
+    audit: AuditEntry
 
 
 class NativeDedupe:
@@ -140,19 +144,26 @@ class NativeDedupe:
                 ttl_s=ctx.route.ttl_s,
             )
             response = done_answer(stored, Outcome.RECONCILED, str(ctx.key))
-            return ReconciledAnswer(response, Outcome.RECONCILED, settlement)
+            audit = _audit(ctx, "in_flight", settlement)
+            return ReconciledAnswer(response, Outcome.RECONCILED, settlement, audit)
         state = RecordState.NOT_APPLIED if finding.found is Found.ABSENT else RecordState.UNKNOWN
         reason = _with_detail(
             f"{name}: upstream answered {answer.status}; read back: {finding.found}", finding
         )
         response = read_answer(answer, body, str(ctx.key))
         settlement = Settlement(state, reason=reason, ttl_s=ctx.route.ttl_s)
-        return ReconciledAnswer(response, Outcome.FORWARDED, settlement)
+        return ReconciledAnswer(
+            response, Outcome.FORWARDED, settlement, _audit(ctx, "in_flight", settlement)
+        )
 
     async def _resolve(self, ctx: EffectContext, resolution: Resolution) -> Completed | ClaimAgain:
         key = ctx.key.record_key
+        # Written in the resolve's own step: the audit holds the reconcile iff it happened.
+        audit = _audit(ctx, "unknown", resolution)
         try:
-            result = await self.store.resolve(ResolveRequest(key, RecordState.UNKNOWN, resolution))
+            result = await self.store.resolve(
+                ResolveRequest(key, RecordState.UNKNOWN, resolution, audit)
+            )
         except StoreError:
             log.warning("could not record a reconciliation", extra={"effect_key": str(key)})
             return ClaimAgain()
@@ -197,6 +208,13 @@ def _attempt(ctx: EffectContext) -> Attempt:
         first_attempt_ms=ctx.first_attempt_ms,
         volatile_fields=ctx.route.volatile_fields,
     )
+
+
+def _audit(ctx: EffectContext, before: str, outcome: Settlement | Resolution) -> AuditEntry:
+    """The entry of an outcome the adapter settled or resolved, as the proxy's own change."""
+    key = ctx.key.record_key
+    after = str(outcome.state)
+    return automatic(key.agent, AutoAction.RECONCILED, str(key), before, after, outcome.reason)
 
 
 def _with_detail(reason: str, finding: Finding) -> str:

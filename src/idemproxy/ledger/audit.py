@@ -3,7 +3,10 @@
 Every resolution and recovery action writes one entry (who, when, what, before and after) in
 the same store step as the change itself. The limit counts an agent's entries of the last
 minute, so it holds across proxies and CLIs sharing the store; two actions racing for the last
-slot may both pass, which is fine for a brake on runaway automation.
+slot may both pass, which is fine for a brake on runaway automation. The entries the proxy
+writes itself (actor ``idemproxy``: an auto-pause, a reconcile, a refusal, the sweep) are no
+operator's actions and are not counted; past ``AUTOMATIC_SLACK`` of them among the latest
+entries the limit lets an action through rather than read the log without end.
 """
 
 from __future__ import annotations
@@ -11,10 +14,11 @@ from __future__ import annotations
 from enum import StrEnum
 
 from idemproxy.errors import ProblemCode, RequestRefused
-from idemproxy.store.control import AUTO_PAUSE_ACTION
+from idemproxy.store.control import AUTO_ACTOR, AUTO_PAUSE_ACTION
 from idemproxy.store.protocols import Store
 
 WINDOW_MS = 60_000
+AUTOMATIC_SLACK = 1000  # the proxy's own entries read past, at most, to find operators' ones
 
 
 class AuditAction(StrEnum):
@@ -43,7 +47,8 @@ class ActionLimit:
 
         The window is measured by the store's clock, which stamped the audit entries: this
         host's may differ from it (docs/reliability.md, "One clock per store")."""
-        recent = await self._store.read_audit(agent, limit=self._per_minute)
+        latest = await self._store.read_audit(agent, limit=self._per_minute + AUTOMATIC_SLACK)
+        recent = [entry for entry in latest if entry.actor != AUTO_ACTOR][-self._per_minute :]
         if len(recent) < self._per_minute:
             return
         window_start_ms = await self._store.now_ms() - WINDOW_MS

@@ -23,6 +23,7 @@ agent and is written to the audit log in the same step as its changes.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -38,6 +39,8 @@ from idemproxy.store.clock import wall_ms
 from idemproxy.store.journal import AuditEntry, ClearRequest
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import EffectRecord
+
+log = logging.getLogger(__name__)
 
 
 class RecoverMode(StrEnum):
@@ -130,16 +133,26 @@ class Recovery:
                     "progress": documents.value(progress),
                 }
             )
+        done = f"{len(freed)} freed record(s) cleared" + (", archived" if archive else "")
+        if mode is RecoverMode.AUTO:
+            # What auto did is the strategy it picked: the log and the audit name that one.
+            done = f"auto picked {progress.strategy}: {done}"
         audit = AuditEntry(
             agent=agent,
             action=AuditAction.ABANDON if archive else AuditAction.RESTART,
             actor=actor,
             target=batch,
             before=_summary(progress),
-            after=f"{len(freed)} freed record(s) cleared" + (", archived" if archive else ""),
+            after=done,
             note=note,
         )
         cleared = await self._store.clear_batch(ClearRequest(agent, batch, freed, archive, audit))
+        log.info(
+            "batch recovered: %s (%s)",
+            progress.strategy if mode is RecoverMode.AUTO else mode,
+            done,
+            extra={"agent": agent, "batch": batch, "actor": actor},
+        )
         after, _ = await self._load(agent, batch, cleared=True)
         resumes = [r.meta.tool_call for r in _by_claim(records) if r.key.effect_id in cleared]
         resume_from = resumes[0] if resumes else after.resume_from

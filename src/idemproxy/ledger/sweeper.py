@@ -5,7 +5,9 @@ leave the worklists (store/work.py), so that the sweep and delivery visit only a
 A proxy that dies holding a request leaves an ``in_flight`` record whose lease runs out. Until
 now that was noticed only when the agent repeated the request; the sweep notices it within
 ``recovery.sweep_interval_s`` so the effect reaches the review queue (and the controller, as
-``effect.unknown``) on its own.
+``effect.unknown``) on its own. Each such change is the proxy's own, and is audited
+(``effect.lapsed``) right after the sweep wrote it: the store's sweep takes no entry of its own.
+``sweep_lapsed`` is that step alone, for the CLI to run on a store no proxy serves.
 """
 
 from __future__ import annotations
@@ -14,15 +16,34 @@ import asyncio
 import logging
 from collections import Counter
 
+from idemproxy.effects.audit import AutoAction, EffectAudit, automatic
 from idemproxy.metrics import Metrics
 from idemproxy.store.errors import StoreError
 from idemproxy.store.protocols import Store
+from idemproxy.store.records import EffectRecord
 from idemproxy.store.work import Work
 
 log = logging.getLogger(__name__)
 
 # Counting stops here per agent: the gauge says "at least this many" beyond it.
 UNKNOWN_COUNT_CAP = 10_000
+
+
+async def sweep_lapsed(store: Store, agent: str, swept_by: str = "") -> list[EffectRecord]:
+    """Turn the agent's lapsed leases unknown, and log and audit each; returns them."""
+    swept = await store.sweep_expired(agent)
+    audit = EffectAudit(store)
+    for record in swept:
+        log.warning(
+            "lease lapsed: outcome unknown, awaiting review",
+            extra={"effect_key": str(record.key), "batch": record.meta.batch},
+        )
+        note = f"the lease ran out: its proxy died or lost the store; batch {record.meta.batch!r}"
+        if swept_by:
+            note += f" (swept by {swept_by})"
+        entry = automatic(agent, AutoAction.LAPSED, str(record.key), "in_flight", "unknown", note)
+        await audit.write(entry)
+    return swept
 
 
 class Sweeper:
@@ -50,11 +71,7 @@ class Sweeper:
         paused: list[str] = []
         agents = await self._store.list_busy_agents(Work.REVIEW)
         for agent in agents:
-            for record in await self._store.sweep_expired(agent):
-                log.warning(
-                    "lease lapsed: outcome unknown, awaiting review",
-                    extra={"effect_key": str(record.key), "batch": record.meta.batch},
-                )
+            await sweep_lapsed(self._store, agent)
             waiting += len(await self._store.list_unknown(agent, UNKNOWN_COUNT_CAP))
             if (await self._store.read_control(agent)).pause is not None:
                 paused.append(agent)

@@ -32,6 +32,10 @@ class AppendRule(BaseModel):
     # A shorter match between the value's end and the text's start counts as chance, not as
     # the first part of an interrupted append: "\n" after "\n" is no half-done append.
     min_overlap_chars: Annotated[int, Field(ge=1, le=1_000_000)] = 8
+    # The text counts as already appended when the value's end holds it but for whitespace
+    # around it: for an upstream that trims what it stores, whose re-sent append would
+    # otherwise be sent again. Off by default: there, whitespace is text like any other.
+    ignore_surrounding_whitespace: bool = False
 
     @field_validator("read")
     @classmethod

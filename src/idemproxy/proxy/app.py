@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Mapping
 from aiohttp import ClientSession, TCPConnector, web
 
 from idemproxy import __version__
+from idemproxy.effects.audit import EffectAudit
 from idemproxy.effects.flow import EffectFlow
 from idemproxy.proxy.forward import SKIP_AUTO_HEADERS
 from idemproxy.proxy.handler import ProxyHandler
@@ -35,6 +36,7 @@ async def _session_and_flow(app: web.Application) -> AsyncIterator[None]:
         state.attempts,
         state.metrics,
         session,
+        EffectAudit(state.store),
         pause_after_failures=state.config.recovery.pause_after_failures,
         agent_write_timeout_s=state.config.agent_write_timeout_s,
     )

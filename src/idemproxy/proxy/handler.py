@@ -20,6 +20,7 @@ from idemproxy.effectkeys import (
     resolve_agent,
     resolve_effect_key,
 )
+from idemproxy.effects.audit import AutoAction, automatic
 from idemproxy.effects.context import EffectContext
 from idemproxy.effects.outcome import Outcome, outcome_headers
 from idemproxy.effects.paused import COMPENSATES_HEADER, PauseGate
@@ -142,7 +143,8 @@ class ProxyHandler:
             )
         agent = resolve_agent(headers, state.config.agent_id, state.config.allow_agent_header)
         raw_body = await read_body(request, route.max_body_bytes)
-        operator = self._compensation(request, raw_body)  # sealed as sent, before decoding
+        # Sealed as sent, before decoding.
+        operator = await self._compensation(request, raw_body, agent)
         body = decoded_body(request, raw_body, route.max_body_bytes)
         request_fingerprint = fingerprint(
             request.method,
@@ -179,9 +181,10 @@ class ProxyHandler:
             raise
         return response, outcome, str(key)
 
-    def _compensation(self, request: web.Request, body: bytes) -> bool:
+    async def _compensation(self, request: web.Request, body: bytes, agent: str) -> bool:
         """Whether this is an operator's compensation, which passes the agent's pause: one the
-        admin API sent, as its seal proves. ``Idem-Compensates`` without it is refused."""
+        admin API sent, as its seal proves. ``Idem-Compensates`` without it is refused, and
+        audited: something on the agent's side tried to pass the pause as an operator."""
         compensates = request.headers.get(COMPENSATES_HEADER)
         if compensates is None:
             return False
@@ -192,6 +195,9 @@ class ProxyHandler:
             "refused a forged compensation: Idem-Compensates without the proxy's seal",
             extra={"compensates": compensates},
         )
+        note = f"a {request.method} with Idem-Compensates but without the proxy's seal"
+        entry = automatic(agent, AutoAction.FORGED_COMPENSATION, compensates, "", "refused", note)
+        await request.app[EFFECT_FLOW].audit.write(entry)
         raise forged_compensation()
 
     async def _forward_unrecorded(
