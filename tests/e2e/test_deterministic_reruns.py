@@ -1,0 +1,100 @@
+"""The seed scenario once per agent framework, with the real packages, through `idemproxy serve`.
+
+A batch of three tool calls crashes after two effects; the agent restarts, reads its recovery
+context and re-runs the batch. The fake model re-plans whenever it is asked (new tool call ids,
+new text), so only replayed generations bring the same tool calls back: it sees each generation
+once, and the side-effect upstream sees each update once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.support.fakes.planner import PLANNER, Planner, build_planner_app
+from tests.support.fakes.serving import BackgroundServers
+from tests.support.processes import FakeUpstream, ServedProxy, running
+from tests.support.recovery import read_recovery_context
+from tests.support.rerun_agents import AgentCrashed, run_langgraph, run_openai_agents
+
+pytestmark = pytest.mark.e2e
+
+AGENT_ID = "release-agent"
+POLICY = (
+    "name: updates\n"
+    "routes:\n  - name: read\n    match: {methods: GET}\n    effect: safe\n"
+    "default: {name: post_update, external_id: /id}\n"
+)
+
+
+@dataclass
+class Setup:
+    proxy: ServedProxy
+    upstream: FakeUpstream
+    planner: Planner
+
+
+@pytest.fixture
+def setup(tmp_path: Path, upstream: FakeUpstream) -> Iterator[Setup]:
+    servers = BackgroundServers()
+    servers.start()
+    try:
+        app = build_planner_app()
+        llm_url = servers.serve(app)
+        policy = tmp_path / "updates.yaml"
+        policy.write_text(POLICY)
+        config = tmp_path / "idemproxy.yaml"
+        config.write_text(
+            f"agent_id: {AGENT_ID}\nstore: sqlite:///{tmp_path}/store.db\nupstreams:\n"
+            f"  openai:\n    url: {llm_url}\n"
+            f"  up:\n    url: {upstream.url}/api\n    policy: {policy}\n"
+        )
+        proxy = ServedProxy(tmp_path, "--config", str(config))
+        with running(proxy):
+            yield Setup(proxy, upstream, app[PLANNER])
+    finally:
+        servers.stop()
+
+
+def run_langgraph_async(proxy_url: str, batch: str, crash_on: str | None = None) -> Awaitable[str]:
+    return asyncio.to_thread(run_langgraph, proxy_url, batch, crash_on)
+
+
+Runner = Callable[..., Awaitable[str]]
+
+
+@pytest.mark.parametrize(
+    "run", [run_openai_agents, run_langgraph_async], ids=["openai-agents", "langgraph"]
+)
+async def test_a_crashed_batch_reruns_with_its_generations_replayed_and_no_second_effect(
+    setup: Setup, run: Runner
+) -> None:
+    batch = f"release-{uuid.uuid4().hex[:8]}"
+
+    with pytest.raises(AgentCrashed):
+        await run(setup.proxy.url, batch, crash_on="update 3")
+    assert len(setup.upstream.effects("/messages")) == 2
+
+    context = read_recovery_context(setup.proxy, AGENT_ID, batch)
+    assert context.completed_tool_calls == ["call_plan1", "call_plan2"]
+    assert context.completed_generations == 3
+
+    assert await run(setup.proxy.url, batch) == "done"
+
+    generations = setup.planner.generations
+    # Three generations before the crash, replayed on the re-run; the fourth is new.
+    assert [g.answer["id"] for g in generations] == [f"chatcmpl-{n}" for n in (1, 2, 3, 4)]
+    effects = setup.upstream.effects("/messages")
+    assert [orjson.loads(e["body"])["text"] for e in effects] == [
+        f"update {n} (plan {n})" for n in (1, 2, 3)
+    ]
+    # The proxy keyed them so: each update by its tool call, each generation by its step.
+    after = read_recovery_context(setup.proxy, AGENT_ID, batch)
+    assert after.completed_tool_calls == ["call_plan1", "call_plan2", "call_plan3"]
+    assert after.completed_generations == 4
