@@ -21,7 +21,13 @@ from tests.support.fakes.planner import PLANNER, Planner, build_planner_app
 from tests.support.fakes.serving import BackgroundServers
 from tests.support.processes import FakeUpstream, ServedProxy, running
 from tests.support.recovery import read_recovery_context
-from tests.support.rerun_agents import AgentCrashed, run_langgraph, run_openai_agents
+from tests.support.rerun_agents import (
+    AgentCrashed,
+    Update,
+    poster,
+    run_langgraph,
+    run_openai_agents,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -62,11 +68,11 @@ def setup(tmp_path: Path, upstream: FakeUpstream) -> Iterator[Setup]:
         servers.stop()
 
 
-def run_langgraph_async(proxy_url: str, batch: str, crash_on: str | None = None) -> Awaitable[str]:
-    return asyncio.to_thread(run_langgraph, proxy_url, batch, crash_on)
+def run_langgraph_async(llm_url: str, batch: str, post: Update) -> Awaitable[str]:
+    return asyncio.to_thread(run_langgraph, llm_url, batch, post)
 
 
-Runner = Callable[..., Awaitable[str]]
+Runner = Callable[[str, str, Update], Awaitable[str]]
 
 
 @pytest.mark.parametrize(
@@ -76,16 +82,17 @@ async def test_a_crashed_batch_reruns_with_its_generations_replayed_and_no_secon
     setup: Setup, run: Runner
 ) -> None:
     batch = f"release-{uuid.uuid4().hex[:8]}"
+    llm = f"{setup.proxy.url}/openai"
 
     with pytest.raises(AgentCrashed):
-        await run(setup.proxy.url, batch, crash_on="update 3")
+        await run(llm, batch, poster(setup.proxy.url, crash_on="update 3"))
     assert len(setup.upstream.effects("/messages")) == 2
 
     context = read_recovery_context(setup.proxy, AGENT_ID, batch)
     assert context.completed_tool_calls == ["call_plan1", "call_plan2"]
     assert context.completed_generations == 3
 
-    assert await run(setup.proxy.url, batch) == "done"
+    assert await run(llm, batch, poster(setup.proxy.url)) == "done"
 
     generations = setup.planner.generations
     # Three generations before the crash, replayed on the re-run; the fourth is new.

@@ -1,12 +1,14 @@
-"""Two agents, one per framework, that post three updates through the proxy, one tool call each.
+"""Two agents, one per framework, that post three updates, one tool call each.
 
-Both run the same plan against tests/support/fakes/planner.py: the model asks for
-``post_update`` three times, then says "done". ``crash_on`` makes the tool raise before the
-effect of the update whose text starts with it: the crash of the seed scenario.
+Both run the same plan against tests/support/fakes/planner.py (at ``llm_url``, its ``/v1``
+API): the model asks for ``post_update`` three times, then says "done". The tool is ``update``:
+``poster(proxy_url)`` posts through the proxy, and ``crash_on`` makes it raise before the effect
+of the update whose text starts with it, the crash of the seed scenario.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -21,9 +23,19 @@ class AgentCrashed(Exception):
     """The agent died between two tool calls."""
 
 
-def post_update(proxy_url: str, text: str, crash_on: str | None) -> str:
-    if crash_on is not None and text.startswith(crash_on):
-        raise AgentCrashed(f"crashed before {text!r}")
+Update = Callable[[str], str]
+
+
+def poster(proxy_url: str, crash_on: str | None = None) -> Update:
+    def post(text: str) -> str:
+        if crash_on is not None and text.startswith(crash_on):
+            raise AgentCrashed(f"crashed before {text!r}")
+        return post_update(proxy_url, text)
+
+    return post
+
+
+def post_update(proxy_url: str, text: str) -> str:
     with httpx.Client(event_hooks={"request": [agent.httpx_hook]}, timeout=10) as client:
         response = client.post(f"{proxy_url}/up/messages", json={"text": text})
     response.raise_for_status()
@@ -32,7 +44,7 @@ def post_update(proxy_url: str, text: str, crash_on: str | None) -> str:
     return f"posted, id {response.json()['id']}"
 
 
-async def run_openai_agents(proxy_url: str, batch: str, crash_on: str | None = None) -> str:
+async def run_openai_agents(llm_url: str, batch: str, post: Update) -> str:
     """The OpenAI Agents SDK agent; its final output."""
     import httpx2
     import openai
@@ -46,11 +58,11 @@ async def run_openai_agents(proxy_url: str, batch: str, crash_on: str | None = N
     @function_tool(name_override="post_update", failure_error_function=None)
     def update(text: str) -> str:
         """Post one update."""
-        return post_update(proxy_url, text, crash_on)
+        return post(text)
 
     client = openai.AsyncOpenAI(
         api_key="sk-test",
-        base_url=f"{proxy_url}/openai/v1",
+        base_url=f"{llm_url}/v1",
         http_client=httpx2.AsyncClient(event_hooks={"request": [agent.httpx_async_hook]}),
         max_retries=0,
     )
@@ -77,9 +89,10 @@ async def run_openai_agents(proxy_url: str, batch: str, crash_on: str | None = N
     return str(result.final_output)
 
 
-def run_langgraph(proxy_url: str, batch: str, crash_on: str | None = None) -> str:
+def run_langgraph(llm_url: str, batch: str, post: Update) -> str:
     """The LangGraph agent (a model node and a ToolNode); its last message."""
     import httpx2
+    from langchain_core.runnables import RunnableConfig
     from langchain_core.tools import tool
     from langchain_openai import ChatOpenAI
     from langgraph.graph import END, START, MessagesState, StateGraph
@@ -90,13 +103,13 @@ def run_langgraph(proxy_url: str, batch: str, crash_on: str | None = None) -> st
     @tool("post_update")
     def update(text: str) -> str:
         """Post one update."""
-        return post_update(proxy_url, text, crash_on)
+        return post(text)
 
     with httpx2.Client(event_hooks={"request": [agent.httpx_hook]}) as http_client:
         chat = ChatOpenAI(
             model="gpt-test",
-            api_key="sk-test",  # type: ignore[arg-type]
-            base_url=f"{proxy_url}/openai/v1",
+            api_key="sk-test",
+            base_url=f"{llm_url}/v1",
             http_client=http_client,
             max_retries=0,
         )
@@ -111,8 +124,8 @@ def run_langgraph(proxy_url: str, batch: str, crash_on: str | None = None) -> st
         graph.add_edge(START, "agent")
         graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})
         graph.add_edge("tools", "agent")
-        messages = [("system", INSTRUCTIONS), ("user", TASK)]
-        config: Any = {"callbacks": [langchain.IdemCallbackHandler()]}
+        messages: Any = {"messages": [("system", INSTRUCTIONS), ("user", TASK)]}
+        config: RunnableConfig = {"callbacks": [langchain.IdemCallbackHandler()]}
         with steps.batch(batch):
-            state = graph.compile().invoke({"messages": messages}, config=config)
+            state = graph.compile().invoke(messages, config=config)
     return str(state["messages"][-1].content)
