@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import openai
 import orjson
 import pytest
 
@@ -105,3 +106,23 @@ async def test_a_crashed_batch_reruns_with_its_generations_replayed_and_no_secon
     after = read_recovery_context(setup.proxy, AGENT_ID, batch)
     assert after.completed_tool_calls == ["call_plan1", "call_plan2", "call_plan3"]
     assert after.completed_generations == 4
+
+
+async def test_a_rerun_that_asks_anew_is_refused_and_neither_generates_nor_acts(
+    setup: Setup,
+) -> None:
+    batch = f"release-{uuid.uuid4().hex[:8]}"
+    llm = f"{setup.proxy.url}/openai"
+    with pytest.raises(AgentCrashed):
+        await run_openai_agents(llm, batch, poster(setup.proxy.url, crash_on="update 3"))
+
+    # The re-run tells the model what already happened: its first request is not the recorded
+    # one, and a new generation would plan new tool calls.
+    reworded = "Two updates were already posted. Post the release's updates."
+    with pytest.raises(openai.ConflictError) as refused:
+        await run_openai_agents(llm, batch, poster(setup.proxy.url), instructions=reworded)
+
+    assert refused.value.status_code == 409
+    assert "tool-call-already-acted" in str(refused.value.body)
+    assert len(setup.planner.generations) == 3
+    assert len(setup.upstream.effects("/messages")) == 2

@@ -44,7 +44,9 @@ def post_update(proxy_url: str, text: str) -> str:
     return f"posted, id {response.json()['id']}"
 
 
-async def run_openai_agents(llm_url: str, batch: str, post: Update) -> str:
+async def run_openai_agents(
+    llm_url: str, batch: str, post: Update, instructions: str = INSTRUCTIONS
+) -> str:
     """The OpenAI Agents SDK agent; its final output."""
     import httpx2
     import openai
@@ -71,7 +73,7 @@ async def run_openai_agents(llm_url: str, batch: str, post: Update) -> str:
     )
     bot = Agent(
         name="releaser",
-        instructions=INSTRUCTIONS,
+        instructions=instructions,
         model="gpt-test",
         tools=openai_agents.tagged_tools([update]),
     )
