@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
-from agents import Model, WebSearchTool, function_tool
+from agents import Model, ModelProvider, WebSearchTool, function_tool
 
 from idemproxy import agent
 from idemproxy.integrations import openai_agents, steps
@@ -77,4 +77,27 @@ async def test_a_streamed_response_is_one_step_from_its_first_event_to_its_last(
     assert events == ["one", "two"]
     assert inner.seen == [{"Idem-Batch": "b-1", "Idem-Tool-Call": "llm", "Idem-Step": "1"}] * 2
     await stepped.close()
+    assert inner.closed
+
+
+class Provider(ModelProvider):
+    def __init__(self) -> None:
+        self.model = Streaming()
+        self.closed = False
+
+    def get_model(self, model_name: str | None) -> Model:
+        return self.model
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_the_provider_steps_the_models_it_hands_out_and_passes_the_rest_through() -> None:
+    inner = Provider()
+    provider = openai_agents.SteppedModelProvider(inner)
+    stepped = provider.get_model("gpt-test")
+    assert isinstance(stepped, openai_agents.SteppedModel)
+    assert stepped.inner is inner.model
+    assert stepped.get_retry_advice(cast(Any, None)) is None
+    await provider.aclose()
     assert inner.closed
