@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "idemproxy.metrics",
         ),
     ),
+    ("integrations", ("idemproxy.integrations",)),
     ("store", ("idemproxy.store",)),
     (
         "policy",
