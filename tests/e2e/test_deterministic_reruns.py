@@ -92,6 +92,9 @@ async def test_a_crashed_batch_reruns_with_its_generations_replayed_and_no_secon
     context = read_recovery_context(setup.proxy, AGENT_ID, batch)
     assert context.completed_tool_calls == ["call_plan1", "call_plan2"]
     assert context.completed_generations == 3
+    # The text for the agent's system message names what must not be done again.
+    assert all(call in context.context.text for call in ("call_plan1", "call_plan2"))
+    assert context.context.strategy == "selective"
 
     assert await run(llm, batch, poster(setup.proxy.url)) == "done"
 

@@ -1,19 +1,13 @@
-"""What a restarted agent reads about its batch before it re-runs it.
-
-For now the admin API's batch progress (``GET /v1/agents/{agent}/batches/{batch}``); the
-agent-scoped endpoint on the proxy listener replaces it, behind this same function.
-"""
+"""What a restarted agent reads about its batch before it re-runs it: its recovery context,
+asked of the proxy listener with ``idemproxy.agent.recovery_context``, as the agent would."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-from urllib.parse import quote
 
-import orjson
-
+from idemproxy import agent
 from idemproxy.integrations.steps import GENERATIONS
-from tests.support.processes import ServedProxy, http_get
+from tests.support.processes import ServedProxy
 
 
 @dataclass(frozen=True)
@@ -21,17 +15,15 @@ class RecoveryContext:
     # The model's tool calls whose effects completed, in the batch's order; generations apart.
     completed_tool_calls: list[str]
     completed_generations: int
-    progress: dict[str, Any]
+    context: agent.RecoveryContext
 
 
-def read_recovery_context(proxy: ServedProxy, agent: str, batch: str) -> RecoveryContext:
-    url = f"{proxy.admin_url}/v1/agents/{quote(agent, safe='')}/batches/{quote(batch, safe='')}"
-    status, body = http_get(url)
-    assert status == 200, body
-    progress: dict[str, Any] = orjson.loads(body)
-    completed = [action["tool_call"] for action in progress["completed"]]
+def read_recovery_context(proxy: ServedProxy, agent_id: str, batch: str) -> RecoveryContext:
+    found = agent.recovery_context(batch, base_url=proxy.url, agent=agent_id)
+    assert found is not None, f"the proxy has no record of batch {batch!r}"
+    completed = [action["tool_call"] for action in found.completed]
     return RecoveryContext(
         completed_tool_calls=[call for call in completed if call != GENERATIONS],
         completed_generations=completed.count(GENERATIONS),
-        progress=progress,
+        context=found,
     )
