@@ -19,6 +19,7 @@ from idemproxy.store.control import (
     Pause,
     PauseOrigin,
     PauseRequest,
+    pause_event,
 )
 from idemproxy.store.errors import StoreCorrupt
 from idemproxy.store.redis import lua
@@ -30,6 +31,8 @@ from idemproxy.store.redis.keys import (
     ControlField,
     audit_key,
     control_key,
+    cursor_key,
+    outbox_key,
     snapshot_key,
     streak_key,
 )
@@ -62,9 +65,13 @@ class RedisControl:
     """The agent controls of :class:`~idemproxy.store.redis.store.RedisStore`: reading and
     writing a pause, and the agent listings its registry (:mod:`.agents`) keeps."""
 
-    def __init__(self, client: Redis | RedisCluster, agents: RedisAgents) -> None:
-        """``agents`` lists each agent before a pause is written."""
+    def __init__(
+        self, client: Redis | RedisCluster, agents: RedisAgents, retention_ms: int
+    ) -> None:
+        """``agents`` lists each agent before a pause is written; ``retention_ms`` is the
+        outbox's (a pause's event goes there)."""
         self._agents = agents
+        self._retention_ms = retention_ms
         self._read_control = client.register_script(lua.READ_CONTROL.source)
         self._write_pause = client.register_script(lua.WRITE_PAUSE.source)
 
@@ -87,6 +94,8 @@ class RedisControl:
                 reset_failures=reset_failures,
                 control_retention_ms=CONTROL_RETENTION_S * 1000,
                 audit=audit_args(audit),
+                event_retention_ms=self._retention_ms,
+                event_reason=pause_event(request)[1],
             )
         )
         reply: Any
@@ -94,7 +103,8 @@ class RedisControl:
             # Before the pause: a paused agent must be on the sweep's worklist, to be counted.
             await self._agents.register(agent)
             reply = await self._write_pause(
-                keys=[*control_keys(agent), audit_key(agent)], args=args
+                keys=[*control_keys(agent), audit_key(agent), outbox_key(agent), cursor_key(agent)],
+                args=args,
             )
         return decode_control(agent, reply[1]) if int(reply[0]) == 1 else None
 

@@ -13,10 +13,12 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store.clock import wall_ms
+from idemproxy.store.control import abandon_reason
 from idemproxy.store.errors import StoreCorrupt
 from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
 from idemproxy.store.records import EffectEvent, EffectMeta, EventType, RecordKey
 from idemproxy.store.redis import lua
+from idemproxy.store.redis.agents import RedisAgents
 from idemproxy.store.redis.argv import (
     NO_AUDIT,
     AuditArgs,
@@ -57,9 +59,13 @@ class RedisJournal:
     """The journal operations of :class:`~idemproxy.store.redis.store.RedisStore`: outbox
     events, delivery cursors, audit entries and archives."""
 
-    def __init__(self, client: Redis | RedisCluster, retention_ms: int) -> None:
-        """``retention_ms``: how long the outbox keeps an event."""
+    def __init__(
+        self, client: Redis | RedisCluster, retention_ms: int, agents: RedisAgents | None = None
+    ) -> None:
+        """``retention_ms``: how long the outbox keeps an event; ``agents`` lists an agent
+        before an event is written outside a record's script."""
         self._client = client
+        self._agents = agents
         self._retention_ms = retention_ms
         self._write_cursor = client.register_script(lua.WRITE_CURSOR.source)
         self._clear_batch = client.register_script(lua.CLEAR_BATCH.source)
@@ -161,7 +167,7 @@ class RedisJournal:
         agent, batch, freed = request.agent, request.batch, request.records
         archive, audit = request.archive, request.audit
         keys = [batch_key(agent, batch), archive_key(agent, batch)]
-        keys += [audit_key(agent)]
+        keys += [audit_key(agent), outbox_key(agent), cursor_key(agent)]
         keys += [record_key(RecordKey(agent, item.effect_id)) for item in freed]
         pairs: list[ScriptArg] = []
         for item in freed:
@@ -172,11 +178,16 @@ class RedisJournal:
                 archive=archive or b"",
                 archive_retention_ms=ARCHIVE_RETENTION_S * 1000,
                 audit=audit_args(audit),
+                event_retention_ms=self._retention_ms,
+                event_batch=batch,
+                event_reason=abandon_reason(audit),
                 id_fence_pairs=tuple(pairs),
             )
         )
         cleared: Any
         with translated("clear_batch"):
+            if archive is not None and self._agents is not None:
+                await self._agents.register(agent)  # its batch.abandoned must be delivered
             cleared = await self._clear_batch(keys=keys, args=args)
         return [effect_id.decode() for effect_id in cleared]
 

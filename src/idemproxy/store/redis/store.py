@@ -72,8 +72,8 @@ class RedisStore(ComposedStore):
             replica_wait=replica_wait,
             extra_clients=extra_clients,
         )
-        journal = RedisJournal(client, retention_ms)
-        control = RedisControl(client, self.agents)
+        journal = RedisJournal(client, retention_ms, self.agents)
+        control = RedisControl(client, self.agents, retention_ms)
         super().__init__(records, journal, control, RedisSafety(client, records))
 
     @classmethod
