@@ -36,7 +36,9 @@ async def test_lapsed_leases_join_the_review_queue_without_a_repeat(store: Store
     assert still.state is RecordState.IN_FLIGHT
     assert [event.type for event in await store.read_events(ns)] == [
         EventType.UNKNOWN,
+        EventType.AGENT_ERROR,
         EventType.UNKNOWN,
+        EventType.AGENT_ERROR,
     ]
     waiting = metrics.registry.get_sample_value("idemproxy_unknown_outcomes", POD)
     assert waiting is not None
