@@ -9,8 +9,8 @@ from idemproxy.store.control import Pause, PauseOrigin, PauseRequest
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import (
-    ClaimRequest,
     Claimed,
+    ClaimRequest,
     EffectMeta,
     RecordKey,
     RecordState,
@@ -98,7 +98,8 @@ async def test_a_pause_comes_first_and_a_resume_clears_it(store: Store, ns: str)
     await make_effect(store, ns, "b1", "c1", RecordState.UNKNOWN)
     pause = Pause(PauseOrigin.OPERATOR, "deploy in progress", "alice")
     written = await store.write_pause(PauseRequest(ns, 0, pause, audit(ns, "p")))
-    assert written is not None and written.pause is not None
+    assert written is not None
+    assert written.pause is not None
 
     error = await agent_error(store, ns)
 

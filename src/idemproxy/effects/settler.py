@@ -51,4 +51,7 @@ class Settler:
             if not held:
                 self.metrics.fenced_writes.inc()
                 log.warning("late write dropped: lease lost", extra={"effect_key": str(key)})
+            elif counted and not ctx.operator and settlement.failure() is not None:
+                label = self.metrics.agent_label(key.agent)
+                self.metrics.agent_failed_effects.labels(label).inc()
             return

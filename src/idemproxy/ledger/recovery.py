@@ -19,6 +19,7 @@ agent and is written to the audit log in the same step as its changes.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -33,6 +34,8 @@ from idemproxy.store.clock import wall_ms
 from idemproxy.store.journal import AuditEntry, ClearedRecord, ClearRequest
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import EffectRecord, RecordState
+
+log = logging.getLogger(__name__)
 
 
 class RecoverMode(StrEnum):
@@ -118,6 +121,11 @@ class Recovery:
             note=note,
         )
         cleared = await self._store.clear_batch(ClearRequest(agent, batch, freed, archive, audit))
+        if archive is not None:  # the store sent batch.abandoned in the same step
+            log.warning(
+                "batch abandoned",
+                extra={"agent": agent, "batch": batch, "actor": actor, "note": note},
+            )
         after = await self.progress(agent, batch)
         return RecoveryPlan(
             agent=agent,
