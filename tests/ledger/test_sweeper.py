@@ -87,13 +87,10 @@ async def test_agents_in_error_are_counted_and_logged_once_as_they_enter_and_lea
         await sweeper.sweep_once()
         await asyncio.sleep(0.05)
         await sweeper.sweep_once()
-        entered = [
-            r
-            for r in caplog.records
-            if r.getMessage().startswith("agent in error") and r.agent == ns
-        ]
-        assert [r.effect_key for r in entered] == [str(key)]  # once, not per sweep
-        assert entered[0].strategy == "manual_only"
+        entered = [r.__dict__ for r in caplog.records if r.getMessage().startswith("agent in")]
+        entered = [fields for fields in entered if fields["agent"] == ns]
+        assert [fields["effect_key"] for fields in entered] == [str(key)]  # once, not per sweep
+        assert entered[0]["strategy"] == "manual_only"
         assert (metrics.registry.get_sample_value("idemproxy_agents_in_error", in_error) or 0) >= 1
         seconds = metrics.registry.get_sample_value("idemproxy_agent_error_seconds", labels)
         assert seconds is not None
@@ -104,7 +101,5 @@ async def test_agents_in_error_are_counted_and_logged_once_as_they_enter_and_lea
         await sweeper.sweep_once()
 
     assert metrics.registry.get_sample_value("idemproxy_agent_error_seconds", labels) == 0
-    left = [
-        r for r in caplog.records if r.getMessage() == "agent no longer in error" and r.agent == ns
-    ]
-    assert [r.agent for r in left] == [ns]
+    left = [r.__dict__ for r in caplog.records if r.getMessage() == "agent no longer in error"]
+    assert [fields["agent"] for fields in left if fields["agent"] == ns] == [ns]
