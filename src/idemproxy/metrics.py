@@ -234,6 +234,32 @@ class Metrics:
             ),
             store_scope,
         )
+        self.agents_in_error = ScopedGauge(
+            Gauge(
+                "idemproxy_agents_in_error",
+                "Agents in error (ledger/agenterror.py) the sweep visits, by reason.",
+                ["reason", _SCOPE],
+                registry=r,
+                multiprocess_mode="livemax",  # read from the shared store: each sees the same
+            ),
+            store_scope,
+        )
+        self.agent_error_seconds = ScopedGauge(
+            Gauge(
+                "idemproxy_agent_error_seconds",
+                "How long the agent has been in error, 0 when it is not; the longest for others.",
+                ["agent", _SCOPE],
+                registry=r,
+                multiprocess_mode="livemax",
+            ),
+            store_scope,
+        )
+        self.agent_failed_effects = Counter(
+            "idemproxy_agent_failed_effects",
+            "Effects of the agent whose outcome failed (an error status, unknown, not applied).",
+            ["agent"],
+            registry=r,
+        )
         self.agents_busy = ScopedGauge(
             Gauge(
                 "idemproxy_agents_busy",

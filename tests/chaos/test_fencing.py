@@ -157,8 +157,9 @@ async def test_a_stalled_attempt_cannot_overwrite_the_attempt_that_took_over(
     assert "late write dropped" in proxy_a.output()
     completions = [event for event in events if event.type is EventType.COMPLETED]
     assert len(completions) == 1
-    assert [event.type for event in events[:3]] == [
+    assert [event.type for event in events[:4]] == [
         EventType.UNKNOWN,
+        EventType.AGENT_ERROR,
         EventType.RESOLVED,
         EventType.COMPLETED,
     ]

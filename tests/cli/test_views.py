@@ -81,3 +81,29 @@ def test_status_names_the_retention_only_where_it_is_not_the_default() -> None:
     )
     memory = {"events_s": None, "audit_s": None, "archive_s": 3 * 86_400}
     assert "retention: archive 3 days" in status(status_document(memory)).splitlines()
+
+
+def test_agent_status_shows_the_agent_in_error_with_its_batch_and_what_recovers(
+    store_url: str,
+) -> None:
+    page = shown(idemproxy("agent", "status", AGENT, "--store", store_url))
+
+    assert widest(page) <= WIDTH, page
+    lines = page.splitlines()
+    [error] = [line for line in lines if line.startswith("error: ")]
+    assert error.startswith("error: unknown_outcome since ")
+    assert "  why: lease expired: the proxy holding this request stopped" in lines
+    assert f"  batch: {BATCH} (strategy manual_only)" in lines
+    assert f"  effect: {UNKNOWN_KEY}" in lines
+    hint = " ".join(page.partition("  recover: ")[2].split())
+    assert f"`idemproxy review resolve {UNKNOWN_KEY} --as applied|not-applied`" in hint
+    assert f"`idemproxy recover {AGENT} {BATCH}`" in hint
+
+
+def test_status_shows_which_agents_are_in_error(store_url: str) -> None:
+    ran = idemproxy("status", "--store", store_url)
+    page = ran.stdout
+
+    assert "1 agent(s) in error" in page.splitlines()[0]
+    [row] = [line for line in page.splitlines() if line.startswith(AGENT)]
+    assert f"unknown_outcome {BATCH} for " in row

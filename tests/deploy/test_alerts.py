@@ -50,6 +50,7 @@ def test_alerts_cover_what_operators_must_act_on() -> None:
         "IdemproxyUnknownOutcomesAwaitingReview",
         "IdemproxyDuplicateSpike",
         "IdemproxyAgentPaused",
+        "IdemproxyAgentInErrorTooLong",
         "IdemproxyControllerBacklog",
         "IdemproxyStoreErrors",
         "IdemproxyStoreRecordsLost",
@@ -70,6 +71,9 @@ def test_alerts_cover_what_operators_must_act_on() -> None:
         in rules["IdemproxyUnknownOutcomesAwaitingReview"]["annotations"]["description"]
     )
     assert "idemproxy agent resume" in rules["IdemproxyAgentPaused"]["annotations"]["description"]
+    in_error = rules["IdemproxyAgentInErrorTooLong"]
+    assert "> 1800" in in_error["expr"]
+    assert "idemproxy agent status AGENT" in in_error["annotations"]["description"]
     lost = rules["IdemproxyStoreRecordsLost"]
     assert lost["labels"]["severity"] == "critical"
     assert "idemproxy store acknowledge-loss" in lost["annotations"]["description"]
@@ -97,7 +101,7 @@ def test_alert_rules_pass_promtool_check(tmp_path: Path, name: str) -> None:
         [promtool(), "check", "rules", str(rules)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 7 rules found" in result.stdout
+    assert "SUCCESS: 8 rules found" in result.stdout
 
 
 Series = list[tuple[str, str]]
@@ -170,6 +174,16 @@ def test_alerts_fire_only_when_the_condition_lasts(tmp_path: Path) -> None:
         (f'idemproxy_agent_paused{{namespace="other",pod="x",agent="a",{own}}}', "1x40"),
         (f'idemproxy_controller_backlog{{namespace="agents",pod="bot-1",{own}}}', "500x40"),
         (f'idemproxy_controller_backlog{{namespace="agents",pod="bot-2",{own}}}', "50x40"),
+        # One pod's agent in error from the start, past 30 minutes at minute 31; another's
+        # error never lasts that long.
+        (
+            f'idemproxy_agent_error_seconds{{namespace="agents",pod="bot-1",agent="notes-bot",{own}}}',
+            "0+60x40",
+        ),
+        (
+            f'idemproxy_agent_error_seconds{{namespace="agents",pod="bot-2",agent="helper",{own}}}',
+            "0+30x40",
+        ),
         # One transient claim error, then sustained failures to complete.
         ('idemproxy_store_errors_total{namespace="agents",pod="bot-1",op="claim"}', "0 1x40"),
         ('idemproxy_store_errors_total{namespace="agents",pod="bot-1",op="complete"}', "0+30x40"),
@@ -236,6 +250,18 @@ def test_alerts_fire_only_when_the_condition_lasts(tmp_path: Path) -> None:
                     "IdemproxyAgentPaused",
                     {"severity": "warning", "agent": "notes-bot", **pod},
                     "1 agent(s) paused in agents/bot-1: notes-bot",
+                )
+            ],
+        },
+        {"eval_time": "33m", "alertname": "IdemproxyAgentInErrorTooLong", "exp_alerts": []},
+        {
+            "eval_time": "38m",
+            "alertname": "IdemproxyAgentInErrorTooLong",
+            "exp_alerts": [
+                expected(
+                    "IdemproxyAgentInErrorTooLong",
+                    {"severity": "warning", "agent": "notes-bot", **pod},
+                    "agent notes-bot in agents/bot-1 has been in error for 38m 0s",
                 )
             ],
         },

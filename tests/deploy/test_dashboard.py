@@ -37,6 +37,8 @@ STORE_READ_GAUGES = frozenset(
         "idemproxy_unknown_outcomes",
         "idemproxy_agents_paused",
         "idemproxy_agent_paused",
+        "idemproxy_agents_in_error",
+        "idemproxy_agent_error_seconds",
         "idemproxy_store_records_lost",
         "idemproxy_store_risk",
         "idemproxy_controller_backlog",
@@ -59,11 +61,17 @@ def test_dashboard_shows_what_operators_look_for() -> None:
         "Paused agents",
         "Agents paused",
         "Store at risk and records lost",
+        "Agents in error",
+        "Time in error by agent",
+        "Failed effects by agent",
     ):
         assert title in exprs, title
     assert "sum by (upstream, kind)" in exprs["Duplicates blocked by upstream and kind"][0]
     assert "sum by (agent, kind)" in exprs["Duplicates blocked by agent"][0]
     assert "idemproxy_agent_paused" in exprs["Paused agents"][0]
+    assert "sum by (reason)" in exprs["Agents in error"][0]
+    assert "idemproxy_agent_error_seconds" in exprs["Time in error by agent"][0]
+    assert "sum by (agent)" in exprs["Failed effects by agent"][0]
     for title in ("Request latency (through the proxy)", "Upstream latency by upstream"):
         assert all(e.startswith("histogram_quantile(") and "_bucket{" in e for e in exprs[title])
     for title, queries in exprs.items():

@@ -46,6 +46,9 @@ KNOWN_METRICS = frozenset(
         "idemproxy_build_info",
         "idemproxy_agents_paused",
         "idemproxy_agent_paused",
+        "idemproxy_agents_in_error",
+        "idemproxy_agent_error_seconds",
+        "idemproxy_agent_failed_effects_total",
         "idemproxy_store_records_lost",
         "idemproxy_store_risk",
     }

@@ -101,12 +101,13 @@ async def test_status_without_a_controller_says_events_are_only_kept(
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
     assert lines[:2] == [
-        "store sqlite: 0 unknown outcome(s) awaiting review, 0 agent(s) paused",
+        "store sqlite: 0 unknown outcome(s) awaiting review, 0 agent(s) paused, 0 agent(s) in"
+        " error",
         "events: no recovery controller is configured; 3 event(s) are kept 7 days for the events"
         " API",
     ]
     assert "not yet delivered" not in shown.stdout
-    assert lines[3].split() == ["AGENT", "STATE", "UNKNOWN", "EVENTS"]
+    assert lines[3].split() == ["AGENT", "STATE", "ERROR", "UNKNOWN", "EVENTS"]
     assert (document["controller"], document["backlog"]) == ("none", 3)
     assert document["event_retention_s"] == 7 * 86_400
     # The store alone does not say whether a proxy on it delivers events: it says so.
@@ -142,4 +143,6 @@ async def test_status_with_a_controller_counts_what_it_has_not_accepted(
         "events: 2 event(s) not yet accepted by the recovery controller, 0 agent(s) with"
         " delivery parked"
     )
-    assert lines[3].split() == ["AGENT", "STATE", "UNKNOWN", "BACKLOG", "DELIVERY", "LAST", "ERROR"]
+    assert lines[3].split() == [
+        "AGENT", "STATE", "ERROR", "UNKNOWN", "BACKLOG", "DELIVERY", "LAST", "ERROR",
+    ]  # fmt: skip

@@ -38,3 +38,21 @@ async def test_the_outcome_is_recorded_before_the_agent_has_the_answer(
     assert record.state is RecordState.COMPLETED
     assert again.headers["Idem-Outcome"] == "replayed"
     assert await again.read() == body
+
+
+async def test_each_failed_outcome_counts_toward_its_agents_failure_rate(
+    make_proxy: ProxyFactory,
+) -> None:
+    client, state = await make_proxy()
+    denied = await client.post(
+        "/up/status/401", data=b"{}", headers={**TOOL_CALL, "Idem-Tool-Call": "call-401"}
+    )
+    await client.post("/up/messages", data=b"{}", headers=TOOL_CALL)
+    assert denied.status == 401
+    agent = denied.headers["Idem-Key"].split("/", 1)[0]
+
+    failed = state.metrics.registry.get_sample_value(
+        "idemproxy_agent_failed_effects_total", {"agent": agent}
+    )
+
+    assert failed == 1  # the 401, not the success

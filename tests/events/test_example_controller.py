@@ -120,7 +120,7 @@ async def test_the_example_controller_stores_what_the_proxy_delivers_once_each(
         first = await send(proxy.url, "/up/messages", "call-1")
         repeat = await send(proxy.url, "/up/messages", "call-1")
         dropped = await send(proxy.url, "/up/drop", "call-2")
-        stored = wait_for_events(controller, 3)
+        stored = wait_for_events(controller, 4)
 
     assert repeat["Idem-Outcome"] == "replayed"
     assert dropped["Idem-Outcome"] == "upstream-disconnected"
@@ -128,6 +128,7 @@ async def test_the_example_controller_stores_what_the_proxy_delivers_once_each(
         ("effect.completed", first["Idem-Key"]),
         ("effect.replayed", first["Idem-Key"]),
         ("effect.unknown", dropped["Idem-Key"]),
+        ("agent.error", dropped["Idem-Key"]),
     ]
     assert stored[0]["status"] == 200
     assert {e["agent"] for e in stored} == {"support-bot"}

@@ -4,10 +4,14 @@ run on the standard library alone (tests/events/isolated.py), against what the p
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
+import sys
 import time
 import tomllib
 from typing import Any
+
+import pytest
 
 from idemproxy.ledger import documents, signature
 from idemproxy.store.records import EffectEvent, EffectMeta, EventType, RecordKey
@@ -148,3 +152,17 @@ print(json.dumps(signed_headers({SECRET!r}, {body!r})))
 
     assert signature.verify(SECRET, headers, body)
     assert not signature.verify(SECRET, headers, body + b" ")
+
+
+def test_the_package_knows_every_type_of_event_the_proxy_sends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = PACKAGE_DIR / "src" / "idemproxy_events" / "events.py"
+    spec = importlib.util.spec_from_file_location("idemproxy_events_events", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look it up
+    spec.loader.exec_module(module)
+
+    assert {kind.value for kind in module.EventType} == {kind.value for kind in EventType}

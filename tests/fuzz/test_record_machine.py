@@ -77,7 +77,9 @@ class Model:
     events: tuple[EventType, ...] = field(default=())
 
     def emit(self, event: EventType, **changes: Any) -> Model:
-        return replace(self, events=(*self.events, event), **changes)
+        # An effect turned unknown puts its agent in error in the same step.
+        also = (EventType.AGENT_ERROR,) if event is EventType.UNKNOWN else ()
+        return replace(self, events=(*self.events, event, *also), **changes)
 
 
 class RecordMachine(RuleBasedStateMachine):

@@ -128,7 +128,7 @@ async def test_agents_with_work_are_swept_and_delivered_among_idle_ones(
         assert record.state is RecordState.UNKNOWN
         assert metrics.registry.get_sample_value("idemproxy_unknown_outcomes", POD) == 1
         assert metrics.registry.get_sample_value("idemproxy_agents_paused", POD) == 1
-        assert [e["type"] for e in controller.events("lapsed")] == ["effect.unknown"]
+        assert [e["type"] for e in controller.events("lapsed")] == ["effect.unknown", "agent.error"]
         assert [e["type"] for e in controller.events("settled")] == ["effect.completed"]
     finally:
         await store.close()

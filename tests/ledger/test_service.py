@@ -32,3 +32,27 @@ async def test_status_says_whether_events_are_delivered(
     assert agent["backlog"] == 1
     kept = None if store.backend == "memory" else EVENT_RETENTION_S
     assert document["event_retention_s"] == kept
+
+
+async def test_status_and_the_agent_document_show_the_agent_in_error(store: Store, ns: str) -> None:
+    agent = f"{ns}-bot"
+    await make_effect(store, f"{ns}-calm", "b1", "c1", RecordState.COMPLETED)
+    key = await make_effect(store, agent, "b7", "c1", RecordState.UNKNOWN)
+    service = LedgerService(store)
+
+    status = await service.status()
+    document = await service.agent(agent)
+
+    by_agent = {entry["agent"]: entry for entry in status["agents"]}
+    assert by_agent[f"{ns}-calm"]["error"] is None
+    error = by_agent[agent]["error"]
+    assert (error["reason"], error["batch"], error["effect_key"]) == (
+        "unknown_outcome",
+        "b7",
+        str(key),
+    )
+    assert error["strategy"] == "manual_only"
+    assert error["seconds"] >= 0
+    assert status["in_error"] >= 1  # a shared Redis may hold other tests' agents too
+    assert document["error"]["effect_key"] == str(key)
+    assert document["state"] == "running"

@@ -12,7 +12,7 @@ from idemproxy.ledger.sweeper import Sweeper
 from idemproxy.metrics import Metrics
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.protocols import Store
-from idemproxy.store.records import EventType, RecordState
+from idemproxy.store.records import EventType, RecordState, Resolution, ResolveRequest
 from idemproxy.store.redis.store import RedisStore
 from tests.ledger.conftest import make_effect
 
@@ -36,7 +36,9 @@ async def test_lapsed_leases_join_the_review_queue_without_a_repeat(store: Store
     assert still.state is RecordState.IN_FLIGHT
     assert [event.type for event in await store.read_events(ns)] == [
         EventType.UNKNOWN,
+        EventType.AGENT_ERROR,
         EventType.UNKNOWN,
+        EventType.AGENT_ERROR,
     ]
     waiting = metrics.registry.get_sample_value("idemproxy_unknown_outcomes", POD)
     assert waiting is not None
@@ -83,3 +85,34 @@ async def test_a_full_registry_is_logged_and_counted(caplog: pytest.LogCaptureFi
     # The sweep still visits all three: each has a record in flight.
     busy = metrics.registry.get_sample_value("idemproxy_agents_busy", {"work": "review", **POD})
     assert busy == 3
+
+
+async def test_agents_in_error_are_counted_and_logged_once_as_they_enter_and_leave(
+    store: Store, ns: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = await make_effect(store, ns, "b1", "c1", RecordState.UNKNOWN)
+    metrics = Metrics()
+    sweeper = Sweeper(store, metrics, interval_s=5)
+    labels = {"agent": ns, **POD}
+    in_error = {"reason": "unknown_outcome", **POD}
+
+    with caplog.at_level(logging.INFO, logger="idemproxy.ledger.sweeper"):
+        await sweeper.sweep_once()
+        await asyncio.sleep(0.05)
+        await sweeper.sweep_once()
+        entered = [r.__dict__ for r in caplog.records if r.getMessage().startswith("agent in")]
+        entered = [fields for fields in entered if fields["agent"] == ns]
+        assert [fields["effect_key"] for fields in entered] == [str(key)]  # once, not per sweep
+        assert entered[0]["strategy"] == "manual_only"
+        assert (metrics.registry.get_sample_value("idemproxy_agents_in_error", in_error) or 0) >= 1
+        seconds = metrics.registry.get_sample_value("idemproxy_agent_error_seconds", labels)
+        assert seconds is not None
+        assert seconds >= 0.05
+
+        resolution = Resolution(RecordState.NOT_APPLIED)
+        await store.resolve(ResolveRequest(key, RecordState.UNKNOWN, resolution))
+        await sweeper.sweep_once()
+
+    assert metrics.registry.get_sample_value("idemproxy_agent_error_seconds", labels) == 0
+    left = [r.__dict__ for r in caplog.records if r.getMessage() == "agent no longer in error"]
+    assert [fields["agent"] for fields in left if fields["agent"] == ns] == [ns]

@@ -166,7 +166,7 @@ async def test_unknown_goes_to_review_and_is_never_reclaimed(store: Store, ns: s
     assert result.record.state is RecordState.UNKNOWN
     assert result.record.reason == "upstream timed out after sending"
     assert [record.key for record in await store.list_unknown(ns)] == [key]
-    assert await event_types(store, ns) == [EventType.UNKNOWN]
+    assert await event_types(store, ns) == [EventType.UNKNOWN, EventType.AGENT_ERROR]
 
 
 async def test_not_applied_frees_the_key_for_the_same_request(store: Store, ns: str) -> None:
@@ -277,12 +277,13 @@ async def test_an_expired_lease_turns_unknown_on_the_next_claim(store: Store, ns
     assert result.record.state is RecordState.UNKNOWN
     assert "lease expired" in result.record.reason
     assert result.record.fence == fence
-    [event] = await store.read_events(ns)
+    event, error = await store.read_events(ns)
     assert (event.type, event.key, event.reason) == (
         EventType.UNKNOWN,
         key,
         result.record.reason,
     )
+    assert (error.type, error.key) == (EventType.AGENT_ERROR, key)
     assert [record.key for record in await store.list_unknown(ns)] == [key]
     # The holder's late answer is dropped: it was not there to see the outcome through.
     assert not await store.settle(key, fence, completed())
@@ -550,11 +551,12 @@ async def test_resolve_applied_replays_the_supplied_response(store: Store, ns: s
     events = await store.read_events(ns)
     assert [e.type for e in events] == [
         EventType.UNKNOWN,
+        EventType.AGENT_ERROR,
         EventType.RESOLVED,
         EventType.REPLAYED,
     ]
-    assert events[1].state == "completed"
-    assert events[1].reason == "seen in the channel"
+    assert events[2].state == "completed"
+    assert events[2].reason == "seen in the channel"
 
 
 async def test_resolve_not_applied_frees_the_key(store: Store, ns: str) -> None:

@@ -51,7 +51,11 @@ async def test_sweep_turns_lapsed_leases_unknown_without_a_claim(store: Store, n
     assert "lease expired" in swept[0].reason
     assert await store.get(lapsed) == swept[0]
     assert [record.key for record in await store.list_unknown(ns)] == [lapsed]
-    assert await event_types(store, ns) == [EventType.COMPLETED, EventType.UNKNOWN]
+    assert await event_types(store, ns) == [
+        EventType.COMPLETED,
+        EventType.UNKNOWN,
+        EventType.AGENT_ERROR,
+    ]
     assert await store.sweep_expired(ns) == []
     # The holder that comes back late is fenced off, as after a claim found the lapse.
     assert not await store.settle(lapsed, 1, completed())

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from idemproxy.cli.views import table, when
+import textwrap
+
+from idemproxy.cli.views import WIDTH, lasting, table, when
 from idemproxy.ledger.documents import Document
 
 _WHAT_RESUME_DOES = {
@@ -31,6 +33,7 @@ def agent(document: Document) -> str:
             f" {document['actor']}\nreason: {document['reason']}"
         )
     lines = [head, f"consecutive failures: {document['failures']}"]
+    lines += _error(document.get("error"))
     if document["snapshot"]:
         wording = _WHAT_RESUME_DOES | _WOULD
         lines += [
@@ -39,6 +42,31 @@ def agent(document: Document) -> str:
             _attempts(document["snapshot"], wording),
         ]
     return "\n".join(lines)
+
+
+def _error(error: Document | None) -> list[str]:
+    """The agent's error, if it is in error: why, since when, the batch, what recovers."""
+    if error is None:
+        return ["error: none"]
+    since = f"{when(error['since_ms'])} ({lasting(error['seconds'])})"
+    lines = [f"error: {error['reason']} since {since}", *_wrapped("why", error["detail"])]
+    if error["batch"]:
+        lines.append(f"  batch: {error['batch']} (strategy {error['strategy']})")
+    if error["effect_key"]:
+        lines.append(f"  effect: {error['effect_key']}")
+    return lines + _wrapped("recover", error["hint"])
+
+
+def _wrapped(label: str, text: str) -> list[str]:
+    """``text`` under its label, wrapped to the terminal at spaces (a key stays whole)."""
+    return textwrap.wrap(
+        text,
+        WIDTH,
+        initial_indent=f"  {label}: ",
+        subsequent_indent="    ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
 
 
 def resumed(document: Document) -> str:

@@ -88,7 +88,7 @@ def _events(document: Document) -> tuple[str, list[str]]:
             f"events: no recovery controller is configured; {backlog} event(s) are kept {days}"
             " for the events API"
         )
-        return line, ["agent", "state", "unknown", "events"]
+        return line, ["agent", "state", "error", "unknown", "events"]
     if controller == "configured":
         line = (
             f"events: {backlog} event(s) not yet accepted by the recovery controller,"
@@ -99,7 +99,7 @@ def _events(document: Document) -> tuple[str, list[str]]:
             f"events: {backlog} event(s) not accepted by a recovery controller (the store cannot"
             " tell if one is set)"
         )
-    return line, ["agent", "state", "unknown", "backlog", "delivery", "last error"]
+    return line, ["agent", "state", "error", "unknown", "backlog", "delivery", "last error"]
 
 
 def status(document: Document) -> str:
@@ -107,11 +107,14 @@ def status(document: Document) -> str:
         f"store {document['store']}: {document['unknown']} unknown outcome(s) awaiting review,"
         f" {document['paused']} agent(s) paused"
     )
+    if "in_error" in document:  # a proxy older than the agent's error does not say
+        head += f", {document['in_error']} agent(s) in error"
     events, columns = _events(document)
     rows = [
         [
             a["agent"],
             "paused" if a["paused"] else "running",
+            error_cell(a.get("error")),
             a["unknown"],
             a["backlog"],
             "parked" if a["parked"] else "ok",
@@ -143,6 +146,22 @@ def _duration(seconds: int) -> str:
             count = seconds // size
             return f"{count} {unit if count != 1 else unit.removesuffix('s')}"
     return f"{seconds} s"
+
+
+def lasting(seconds: float) -> str:
+    """A duration as a person reads it: 42s, 5m, 3h, 2d."""
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def error_cell(error: Document | None) -> str:
+    """An agent's error in a status row: why, which batch, for how long ("-": none)."""
+    if error is None:
+        return "-"
+    batch = f" {error['batch']}" if error["batch"] else ""
+    return f"{error['reason']}{batch} for {lasting(error['seconds'])}"
 
 
 def status_exit_rule(document: Document) -> ExitCode:

@@ -69,8 +69,12 @@ class Settler:
                 self.metrics.fenced_writes.inc()
                 log.warning("late write dropped: lease lost", extra={"effect_key": str(key)})
                 await self._refused(key, fence, settlement)
-            elif audit is not None:
+                return
+            if audit is not None:
                 await self.audit.write(audit)
+            if counted and not ctx.operator and settlement.failure() is not None:
+                label = self.metrics.agent_label(key.agent)
+                self.metrics.agent_failed_effects.labels(label).inc()
             return
 
     async def _refused(self, key: RecordKey, fence: int, settlement: Settlement) -> None:

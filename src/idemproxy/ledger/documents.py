@@ -59,7 +59,8 @@ def event(event: EffectEvent) -> Document:
         "event_id": event.event_id,
         "type": event.type.value,
         "agent": event.key.agent,
-        "effect_key": str(event.key),
+        # An event of the agent that no one effect caused (an operator's pause) names none.
+        "effect_key": str(event.key) if event.key.effect_id else "",
         "effect_id": event.key.effect_id,
         **_meta(meta),
         "status": event.status,

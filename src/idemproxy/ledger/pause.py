@@ -17,6 +17,7 @@ written to the audit log, and each is rate limited like other recovery actions.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -34,6 +35,8 @@ from idemproxy.store.records import (
     Resolution,
     ResolveRequest,
 )
+
+log = logging.getLogger(__name__)
 
 # A resume whose compare-and-set lost only to failures joining the snapshot goes round again.
 RESUME_ROUNDS = 3
@@ -120,6 +123,7 @@ class Pauses:
         written = await self._store.write_pause(PauseRequest(agent, control.version, pause, audit))
         if written is None:
             raise _conflict(f"agent {agent!r} changed while pausing it; look again and retry")
+        log.warning("agent paused", extra={"agent": agent, "actor": actor, "reason": reason})
         return await self.status(agent)
 
     async def resume(self, agent: str, actor: str, note: str) -> Resumed:
@@ -147,6 +151,7 @@ class Pauses:
                 PauseRequest(agent, control.version, None, audit, reset_failures=True)
             )
             if written is not None:
+                log.info("agent resumed", extra={"agent": agent, "actor": actor, "after": after})
                 return Resumed(agent, tuple(freed), _next_step(freed))
             now = await self._store.read_control(agent)
             if not _same_pause(now.pause, control.pause):

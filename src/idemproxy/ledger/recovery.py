@@ -153,6 +153,11 @@ class Recovery:
             done,
             extra={"agent": agent, "batch": batch, "actor": actor},
         )
+        if archive is not None:  # the store sent batch.abandoned in the same step
+            log.warning(
+                "batch abandoned",
+                extra={"agent": agent, "batch": batch, "actor": actor, "note": note},
+            )
         after, _ = await self._load(agent, batch, cleared=True)
         resumes = [r.meta.tool_call for r in _by_claim(records) if r.key.effect_id in cleared]
         resume_from = resumes[0] if resumes else after.resume_from

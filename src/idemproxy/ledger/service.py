@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from idemproxy.config.settings import ControllerConfig, StoreSafetyConfig
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger import documents
+from idemproxy.ledger.agenterror import error_of
 from idemproxy.ledger.audit import ActionLimit, AuditAction
 from idemproxy.ledger.batches import list_batches
 from idemproxy.ledger.compensation import Compensations
@@ -126,6 +127,7 @@ class LedgerService(RollbackVerb):
                     "agent": agent,
                     "unknown": unknown,
                     "paused": paused,
+                    "error": await error_of(self._store, agent),
                     **await self._delivery(agent),
                 }
             )
@@ -139,6 +141,7 @@ class LedgerService(RollbackVerb):
             "backlog": sum(item["backlog"] for item in agents),
             "parked": sum(1 for item in agents if item["parked"]),
             "paused": sum(1 for item in agents if item["paused"]),
+            "in_error": sum(1 for item in agents if item["error"] is not None),
             "agents": agents,
         }
 
@@ -235,9 +238,10 @@ class LedgerService(RollbackVerb):
         return {"agent": agent, "entries": [documents.value(entry) for entry in entries]}
 
     async def agent(self, agent: str) -> Document:
-        """The agent's pause, failure streak and what a resume would free."""
+        """The agent's pause, failure streak, what a resume would free and its error."""
         await self._known(agent)
-        return documents.value(await self._pauses.status(agent))
+        status = documents.value(await self._pauses.status(agent))
+        return {**status, "error": await error_of(self._store, agent)}
 
     async def pause(self, agent: str, actor: str, note: str) -> Document:
         await self._known(agent)

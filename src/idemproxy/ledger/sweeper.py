@@ -1,6 +1,11 @@
 """Housekeeping of the review queue: lapsed leases become unknown, the gauges are counted
-(outcomes awaiting review, agents paused, in all and by agent), and agents with nothing left
-leave the worklists (store/work.py), so that the sweep and delivery visit only agents with work.
+(outcomes awaiting review, agents paused and agents in error, in all and by agent), and agents
+with nothing left leave the worklists (store/work.py), so that the sweep and delivery visit only
+agents with work.
+
+An agent that enters error (ledger/agenterror.py) is logged once by each proxy's sweep, and so
+is its leaving it. The sweep visits the agents with records in flight or unknown and the paused
+ones: an agent in error only by a failure that replays is shown by ``status`` but not counted.
 
 A proxy that dies holding a request leaves an ``in_flight`` record whose lease runs out. Until
 now that was noticed only when the agent repeated the request; the sweep notices it within
@@ -17,6 +22,7 @@ import logging
 from collections import Counter
 
 from idemproxy.effects.audit import AutoAction, EffectAudit, automatic
+from idemproxy.ledger.agenterror import AgentError, ErrorReason, agent_error
 from idemproxy.metrics import Metrics
 from idemproxy.store.errors import StoreError
 from idemproxy.store.protocols import Store
@@ -52,6 +58,8 @@ class Sweeper:
         self._metrics = metrics
         self._interval_s = interval_s
         self._paused_labels: set[str] = set()  # agent labels the last sweep counted paused
+        self._in_error: dict[str, AgentError] = {}  # as the last sweep found them
+        self._error_labels: set[str] = set()  # agent labels the last sweep counted in error
 
     async def run(self) -> None:
         """Sweep every ``interval_s`` until cancelled; a store outage only delays a sweep."""
@@ -69,15 +77,20 @@ class Sweeper:
         agents with nothing left from the worklists; returns how many outcomes await review."""
         waiting = 0
         paused: list[str] = []
+        errors: dict[str, AgentError] = {}
         agents = await self._store.list_busy_agents(Work.REVIEW)
         for agent in agents:
             await sweep_lapsed(self._store, agent)
             waiting += len(await self._store.list_unknown(agent, UNKNOWN_COUNT_CAP))
             if (await self._store.read_control(agent)).pause is not None:
                 paused.append(agent)
+            error = await agent_error(self._store, agent)
+            if error is not None:
+                errors[agent] = error
         self._metrics.unknown_outcomes.set(waiting)
         self._metrics.agents_paused.set(len(paused))
         self._count_paused(paused)
+        self._count_errors(errors, await self._store.now_ms())
         self._metrics.agents_busy.labels(Work.REVIEW).set(len(agents))
         await self._forget()
         return waiting
@@ -90,6 +103,37 @@ class Sweeper:
         for label, count in by_label.items():
             self._metrics.agent_paused.labels(label).set(count)
         self._paused_labels = set(by_label)
+
+    def _count_errors(self, errors: dict[str, AgentError], now_ms: int) -> None:
+        """The gauges of agents in error, and a log line for each that entered or left it."""
+        for reason in ErrorReason:
+            count = sum(error.reason is reason for error in errors.values())
+            self._metrics.agents_in_error.labels(reason.value).set(count)
+        longest: dict[str, float] = {}
+        for agent, error in errors.items():
+            label = self._metrics.agent_label(agent)
+            seconds = max(0, now_ms - error.since_ms) / 1000
+            longest[label] = max(longest.get(label, 0.0), seconds)
+            if self._in_error.get(agent) != error:
+                log.warning(
+                    "agent in error: %s",
+                    error.hint,
+                    extra={
+                        "agent": agent,
+                        "reason": error.reason.value,
+                        "detail": error.detail,
+                        "batch": error.batch,
+                        "effect_key": error.effect_key,
+                        "strategy": error.strategy.value if error.strategy else "",
+                    },
+                )
+        for agent in self._in_error.keys() - errors.keys():
+            log.info("agent no longer in error", extra={"agent": agent})
+        for label in self._error_labels - longest.keys():
+            self._metrics.agent_error_seconds.labels(label).set(0)
+        for label, seconds in longest.items():
+            self._metrics.agent_error_seconds.labels(label).set(seconds)
+        self._in_error, self._error_labels = errors, set(longest)
 
     async def _forget(self) -> None:
         forgotten = await self._store.forget_agents()

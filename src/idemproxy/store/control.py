@@ -7,6 +7,9 @@ other outcome clears it. The failure that makes the streak ``pause_after_failure
 the agent in the same atomic step, after copying the streak into the recovery snapshot: the
 attempts an operator's resume ("mark fixed") frees, so that the re-run reaches the upstream.
 
+A pause written (by an operator or automatically) emits ``agent.paused``, a cleared one
+``agent.resumed``, in the same step (store/records.py ``EventType``).
+
 Every change of the pause moves ``version`` on, and so does each failure added to the snapshot
 of an automatic pause: writers compare-and-set on it. All of it is per agent, so on Redis it
 lives in the agent's hash slot, and it expires with the agent's audit log when the agent has
@@ -84,6 +87,19 @@ class PauseRequest:
 def auto_pause_reason(failures: int, last_error: str) -> str:
     """The reason an automatic pause gives (the Redis store writes the same words in Lua)."""
     return f"auto-paused after {failures} consecutive failures. Last error: {last_error}"
+
+
+def pause_event(request: PauseRequest) -> tuple[str, str, str]:
+    """The outbox event a pause write emits in its step: type, reason and state after it."""
+    if request.pause is not None:
+        return "agent.paused", request.pause.reason, "paused"
+    reason = request.audit.note or f"resumed by {request.audit.actor}"
+    return "agent.resumed", reason, "running"
+
+
+def abandon_reason(audit: AuditEntry) -> str:
+    """The reason a ``batch.abandoned`` event gives: the operator's note, or who it was."""
+    return audit.note or f"abandoned by {audit.actor}"
 
 
 def auto_pause_audit(agent: str, reason: str) -> AuditEntry:

@@ -36,6 +36,12 @@ class EventType(StrEnum):
     NOT_APPLIED = "effect.not_applied"
     REPLAYED = "effect.replayed"
     RESOLVED = "effect.resolved"
+    # Of the agent, not of one effect (store/control.py): written in the same step as the
+    # change they report, with the effect that caused it where there is one.
+    AGENT_ERROR = "agent.error"  # an effect turned unknown: the agent needs a decision
+    AGENT_PAUSED = "agent.paused"
+    AGENT_RESUMED = "agent.resumed"
+    BATCH_ABANDONED = "batch.abandoned"
 
 
 @dataclass(frozen=True, slots=True)

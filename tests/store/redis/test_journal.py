@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from idemproxy.store.journal import AuditEntry, ClearedRecord, ClearRequest, DeliveryCursor
 from idemproxy.store.records import (
     Claimed,
+    EventType,
     RecordKey,
     RecordState,
     Resolution,
@@ -65,7 +66,7 @@ async def exercise_journal(store: RedisStore, agent: str) -> None:
     await store.claim(claim_request(lapsed, lease_ms=SHORT_LEASE_MS))
     await asyncio.sleep(0.1)
     assert [record.key for record in await store.sweep_expired(agent)] == [lapsed]
-    assert await store.count_events(agent) == 4
+    assert await store.count_events(agent) == 6  # each unknown outcome with its agent.error
     written = await store.write_cursor(agent, DeliveryCursor(owner="p"), audit(agent, "retry"))
     assert written is not None
     assert await store.read_cursor(agent) == written
@@ -77,6 +78,7 @@ async def exercise_journal(store: RedisStore, agent: str) -> None:
     )
     assert cleared == ["f"]
     assert await store.read_archive(agent, "batch-1") == b"archive"
+    assert (await store.read_events(agent))[-1].type is EventType.BATCH_ABANDONED
     actions = [entry.action for entry in await store.read_audit(agent)]
     assert actions == ["resolve", "retry", "note", "abandon"]
 

@@ -24,8 +24,8 @@ from typing import Any
 
 
 class EventType(StrEnum):
-    """What happened to an effect record. ``Event.type`` is a plain string equal to one of
-    these, or a type a newer proxy sends."""
+    """What happened to an effect record, or to its agent. ``Event.type`` is a plain string
+    equal to one of these, or a type a newer proxy sends."""
 
     COMPLETED = "effect.completed"  # the upstream answered; the answer is recorded
     FAILED = "effect.failed"  # recorded with an error status; a repeat replays it
@@ -33,6 +33,11 @@ class EventType(StrEnum):
     NOT_APPLIED = "effect.not_applied"  # certainly not applied; a repeat is sent again
     REPLAYED = "effect.replayed"  # a repeat got the recorded answer
     RESOLVED = "effect.resolved"  # an operator's verdict on an unknown outcome
+    # Of the agent: ``effect_key`` is the effect that caused it, "" when none did.
+    AGENT_ERROR = "agent.error"  # an effect turned unknown: the agent waits for a decision
+    AGENT_PAUSED = "agent.paused"  # automatically after failures in a row, or by an operator
+    AGENT_RESUMED = "agent.resumed"
+    BATCH_ABANDONED = "batch.abandoned"  # an operator archived the batch (``batch`` names it)
 
 
 class MalformedDelivery(ValueError):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from idemproxy.store.batches import BatchStart, batch_starts, newest_first
-from idemproxy.store.control import AgentControl, PauseRequest, written_pause
+from idemproxy.store.control import AgentControl, PauseRequest, pause_event, written_pause
 from idemproxy.store.journal import DeliveryCursor
 from idemproxy.store.memory.tables import MemoryTables
-from idemproxy.store.records import RecordState
+from idemproxy.store.records import EffectMeta, EventType, RecordKey, RecordState
 from idemproxy.store.work import Forgotten, Work
 
 
@@ -25,6 +25,9 @@ class MemoryControl:
         now_ms = tables.clock_ms()
         control = tables.controls[request.agent] = written_pause(control, request, now_ms)
         tables.append_audit(request.audit, now_ms)
+        type_, reason, state = pause_event(request)
+        key = RecordKey(request.agent, "")
+        tables.emit_agent(EventType(type_), key, EffectMeta(), reason, state, now_ms)
         return control
 
     async def list_agents(self) -> list[str]:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from idemproxy.store.control import abandon_reason
 from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
 from idemproxy.store.memory.tables import MemoryTables
 from idemproxy.store.outcomes import ArchivedOutcome, in_order
-from idemproxy.store.records import EffectEvent, RecordKey, RecordState
+from idemproxy.store.records import EffectEvent, EffectMeta, EventType, RecordKey, RecordState
 
 
 class MemoryJournal:
@@ -66,6 +67,10 @@ class MemoryJournal:
                 cleared.append(item.effect_id)
         if request.archive is not None:
             tables.archives[agent, batch] = request.archive
+            reason = abandon_reason(request.audit)
+            meta = EffectMeta(batch=batch)
+            key = RecordKey(agent, "")
+            tables.emit_agent(EventType.BATCH_ABANDONED, key, meta, reason, "abandoned", now_ms)
         tables.append_audit(request.audit, now_ms)
         return cleared
 

@@ -22,6 +22,7 @@ from idemproxy.store.records import (
     Claimed,
     ClaimRequest,
     ClaimResult,
+    EffectMeta,
     EffectRecord,
     EventType,
     Paused,
@@ -90,6 +91,11 @@ class MemoryRecords:
         self._tables.controls[key.agent] = control
         if paused and control.pause is not None:
             self._tables.append_audit(auto_pause_audit(key.agent, control.pause.reason), now_ms)
+            record = self._tables.live(key, now_ms)
+            meta = record.meta if record is not None else EffectMeta()
+            self._tables.emit_agent(
+                EventType.AGENT_PAUSED, key, meta, control.pause.reason, "paused", now_ms
+            )
 
     async def resolve(self, request: ResolveRequest) -> ResolveResult:
         tables, now_ms = self._tables, self._tables.clock_ms()

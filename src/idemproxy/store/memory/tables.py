@@ -8,7 +8,7 @@ from collections.abc import Callable
 from idemproxy.store.control import AgentControl
 from idemproxy.store.journal import AuditEntry, DeliveryCursor
 from idemproxy.store.outcomes import ARCHIVED_STATES, ArchivedOutcome, archived_outcome
-from idemproxy.store.records import EffectEvent, EffectRecord, EventType, RecordKey
+from idemproxy.store.records import EffectEvent, EffectMeta, EffectRecord, EventType, RecordKey
 from idemproxy.store.retention import DEFAULT_RETENTION, Retention
 
 # A batch's archive of outcomes: effect id -> outcome, and when the whole archive expires.
@@ -94,6 +94,36 @@ class MemoryTables:
             state=record.state.value,
         )
         self.events.setdefault(record.key.agent, []).append(event)
+        if type_ is EventType.UNKNOWN:  # the agent is in error until someone decides
+            self.emit_agent(
+                EventType.AGENT_ERROR,
+                record.key,
+                record.meta,
+                record.reason,
+                record.state.value,
+                now_ms,
+            )
+
+    def emit_agent(
+        self,
+        type_: EventType,
+        key: RecordKey,
+        meta: EffectMeta,
+        reason: str,
+        state: str,
+        now_ms: int,
+    ) -> None:
+        """Append an event of the agent (``key.effect_id`` "" when no one effect caused it)."""
+        event = EffectEvent(
+            event_id=self._new_id(),
+            type=type_,
+            key=key,
+            meta=meta,
+            reason=reason,
+            ts_ms=now_ms,
+            state=state,
+        )
+        self.events.setdefault(key.agent, []).append(event)
 
     def append_audit(self, entry: AuditEntry, now_ms: int) -> AuditEntry:
         entry = dataclasses.replace(entry, ts_ms=now_ms, entry_id=self._new_id())

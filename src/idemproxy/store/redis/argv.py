@@ -144,6 +144,9 @@ class ClearBatchArgs(NamedTuple):
     archive: bytes
     archive_retention_ms: int
     audit: AuditArgs
+    event_retention_ms: int
+    event_batch: str
+    event_reason: str  # of batch.abandoned, sent when there is an archive
     id_fence_pairs: tuple[ScriptArg, ...]
 
 
@@ -165,6 +168,8 @@ class WritePauseArgs(NamedTuple):
     reset_failures: bool
     control_retention_ms: int
     audit: AuditArgs
+    event_retention_ms: int
+    event_reason: str  # of agent.paused or agent.resumed
 
 
 class ListArgs(NamedTuple):

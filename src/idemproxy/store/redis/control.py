@@ -20,6 +20,7 @@ from idemproxy.store.control import (
     Pause,
     PauseOrigin,
     PauseRequest,
+    pause_event,
 )
 from idemproxy.store.errors import StoreCorrupt
 from idemproxy.store.records import Settlement
@@ -32,6 +33,8 @@ from idemproxy.store.redis.keys import (
     ControlField,
     audit_key,
     control_key,
+    cursor_key,
+    outbox_key,
     snapshot_key,
     streak_key,
 )
@@ -69,7 +72,8 @@ class RedisControl:
     def __init__(
         self, client: Redis | RedisCluster, agents: RedisAgents, retention: Retention
     ) -> None:
-        """``agents`` lists each agent before a pause is written."""
+        """``agents`` lists each agent before a pause is written; a pause's event goes to the
+        outbox, kept ``retention.events_s``."""
         self._agents = agents
         self._retention = retention
         self._client = client
@@ -95,6 +99,8 @@ class RedisControl:
                 reset_failures=reset_failures,
                 control_retention_ms=self._retention.control_ms,
                 audit=audit_args(audit, self._retention.audit_ms),
+                event_retention_ms=self._retention.events_ms,
+                event_reason=pause_event(request)[1],
             )
         )
         reply: Any
@@ -102,7 +108,8 @@ class RedisControl:
             # Before the pause: a paused agent must be on the sweep's worklist, to be counted.
             await self._agents.register(agent)
             reply = await self._write_pause(
-                keys=[*control_keys(agent), audit_key(agent)], args=args
+                keys=[*control_keys(agent), audit_key(agent), outbox_key(agent), cursor_key(agent)],
+                args=args,
             )
         return decode_control(agent, reply[1]) if int(reply[0]) == 1 else None
 

@@ -13,11 +13,13 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store.clock import wall_ms
+from idemproxy.store.control import abandon_reason
 from idemproxy.store.errors import StoreCorrupt
 from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
 from idemproxy.store.outcomes import ArchivedOutcome, decode_outcome, in_order
 from idemproxy.store.records import EffectEvent, EffectMeta, EventType, RecordKey
 from idemproxy.store.redis import lua
+from idemproxy.store.redis.agents import RedisAgents
 from idemproxy.store.redis.argv import (
     NO_AUDIT,
     AuditArgs,
@@ -59,8 +61,12 @@ class RedisJournal:
     """The journal operations of :class:`~idemproxy.store.redis.store.RedisStore`: outbox
     events, delivery cursors, audit entries and archives."""
 
-    def __init__(self, client: Redis | RedisCluster, retention: Retention) -> None:
+    def __init__(
+        self, client: Redis | RedisCluster, retention: Retention, agents: RedisAgents | None = None
+    ) -> None:
+        """``agents`` lists an agent before an event is written outside a record's script."""
         self._client = client
+        self._agents = agents
         self._retention = retention
         self._retention_ms = retention.events_ms  # the outbox's
         self._write_cursor = client.register_script(lua.WRITE_CURSOR.source)
@@ -163,7 +169,7 @@ class RedisJournal:
         agent, batch, freed = request.agent, request.batch, request.records
         archive, audit = request.archive, request.audit
         keys = [batch_key(agent, batch), archive_key(agent, batch)]
-        keys += [audit_key(agent)]
+        keys += [audit_key(agent), outbox_key(agent), cursor_key(agent)]
         keys += [record_key(RecordKey(agent, item.effect_id)) for item in freed]
         pairs: list[ScriptArg] = []
         for item in freed:
@@ -174,11 +180,16 @@ class RedisJournal:
                 archive=archive or b"",
                 archive_retention_ms=self._retention.archive_ms,
                 audit=audit_args(audit, self._retention.audit_ms),
+                event_retention_ms=self._retention_ms,
+                event_batch=batch,
+                event_reason=abandon_reason(audit),
                 id_fence_pairs=tuple(pairs),
             )
         )
         cleared: Any
         with translated("clear_batch"):
+            if archive is not None and self._agents is not None:
+                await self._agents.register(agent)  # its batch.abandoned must be delivered
             cleared = await self._clear_batch(keys=keys, args=args)
         return [effect_id.decode() for effect_id in cleared]
 

@@ -76,7 +76,7 @@ class RedisStore(ComposedStore):
             replica_wait=replica_wait,
             extra_clients=extra_clients,
         )
-        journal = RedisJournal(client, retention)
+        journal = RedisJournal(client, retention, self.agents)
         control = RedisControl(client, self.agents, retention)
         safety = RedisSafety(client, records)
         super().__init__(records, journal, control, safety, retention=retention)

@@ -20,11 +20,12 @@ from idemproxy.store.control import (
     PauseRequest,
     auto_pause_audit,
     counted,
+    pause_event,
     written_pause,
 )
 from idemproxy.store.errors import StoreCorrupt
-from idemproxy.store.records import RecordKey, Settlement
-from idemproxy.store.sqlite import journal, worklist
+from idemproxy.store.records import EffectMeta, EventType, RecordKey, Settlement
+from idemproxy.store.sqlite import journal, rows, worklist
 from idemproxy.store.sqlite.file import SQLiteFile
 from idemproxy.store.work import Forgotten, Work
 
@@ -94,7 +95,11 @@ def count(
     control, paused = counted(control, attempt, error, limit, now_ms)
     save(db, key.agent, control, now_ms)
     if paused and control.pause is not None:
-        journal.append_audit(db, auto_pause_audit(key.agent, control.pause.reason), now_ms)
+        reason = control.pause.reason
+        journal.append_audit(db, auto_pause_audit(key.agent, reason), now_ms)
+        found = rows.load(db, key, now_ms)
+        meta = found[0].meta if found is not None else EffectMeta()
+        rows.append_agent_event(db, EventType.AGENT_PAUSED, key, meta, reason, "paused", now_ms)
 
 
 def purge(db: sqlite3.Connection, now_ms: int, retention_ms: int) -> None:
@@ -134,6 +139,9 @@ class SQLiteControl:
             written = written_pause(current, request, now_ms)
             save(db, request.agent, written, now_ms)
             journal.append_audit(db, request.audit, now_ms)
+            type_, reason, state = pause_event(request)
+            key, meta = RecordKey(request.agent, ""), EffectMeta()
+            rows.append_agent_event(db, EventType(type_), key, meta, reason, state, now_ms)
             return written
 
         return await self._file.write(write)

@@ -13,9 +13,10 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 
+from idemproxy.store.control import abandon_reason
 from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
 from idemproxy.store.outcomes import ArchivedOutcome
-from idemproxy.store.records import EffectEvent
+from idemproxy.store.records import EffectEvent, EffectMeta, EventType, RecordKey
 from idemproxy.store.retention import Retention
 from idemproxy.store.sqlite import outcomes, rows, worklist
 from idemproxy.store.sqlite.file import SQLiteFile
@@ -236,6 +237,15 @@ class SQLiteJournal:
             cleared = delete_cleared(db, request, now_ms)
             if request.archive is not None:
                 save_archive(db, request.agent, request.batch, request.archive, now_ms)
+                rows.append_agent_event(
+                    db,
+                    EventType.BATCH_ABANDONED,
+                    RecordKey(request.agent, ""),
+                    EffectMeta(batch=request.batch),
+                    abandon_reason(request.audit),
+                    "abandoned",
+                    now_ms,
+                )
             append_audit(db, request.audit, now_ms)
             return cleared
 

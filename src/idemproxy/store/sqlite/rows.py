@@ -106,6 +106,42 @@ def append_event(
             record.state.value,
         ),
     )
+    if type_ is EventType.UNKNOWN:  # the agent is in error until someone decides
+        append_agent_event(
+            db, EventType.AGENT_ERROR, record.key, meta, record.reason, record.state.value, now_ms
+        )
+
+
+def append_agent_event(
+    db: sqlite3.Connection,
+    type_: EventType,
+    key: RecordKey,
+    meta: EffectMeta,
+    reason: str,
+    state: str,
+    now_ms: int,
+) -> None:
+    """Add an event of the agent (``key.effect_id`` "" when no one effect caused it)."""
+    worklist.add(db, key.agent, Work.DELIVERY)
+    db.execute(
+        "INSERT INTO events (agent, effect_id, type, batch, tool_call, action, upstream, method,"
+        " path, status, external_id, reason, ts_ms, state)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', ?, ?, ?)",
+        (
+            key.agent,
+            key.effect_id,
+            type_.value,
+            meta.batch,
+            meta.tool_call,
+            meta.action,
+            meta.upstream,
+            meta.method,
+            meta.path,
+            reason,
+            now_ms,
+            state,
+        ),
+    )
 
 
 def read_events(db: sqlite3.Connection, agent: str, after_id: int, limit: int) -> list[EffectEvent]:

@@ -47,15 +47,12 @@ local function next_fence(counter, above, ttl_ms)
   return fence
 end
 
--- Append the record's current state to the outbox. The stream id is the event id. Events
--- older than the retention are trimmed, and a stream of an agent gone quiet expires whole,
--- except while a recovery controller has not accepted them: an agent with a delivery cursor
--- has one waiting, and its events after ``acked`` are kept (and the cursor with them) until
--- delivered, however long that takes. write_cursor restores the expiry once all are accepted.
-local function emit(record, stream, cursor, effect_id, event_type, now, retention_ms)
-  local f = redis.call('HMGET', record, '{{record.batch}}', '{{record.tool_call}}',
-    '{{record.action}}', '{{record.upstream}}', '{{record.method}}', '{{record.path}}',
-    '{{record.status}}', '{{record.external_id}}', '{{record.reason}}', '{{record.state}}')
+-- Append an event to the outbox. The stream id is the event id. Events older than the
+-- retention are trimmed, and a stream of an agent gone quiet expires whole, except while a
+-- recovery controller has not accepted them: an agent with a delivery cursor has one waiting,
+-- and its events after ``acked`` are kept (and the cursor with them) until delivered, however
+-- long that takes. write_cursor restores the expiry once all are accepted.
+local function outbox_add(stream, cursor, fields, now, retention_ms)
   local minid = now - retention_ms
   local acked = redis.call('HGET', cursor, '{{cursor.acked}}')
   if acked then
@@ -64,13 +61,7 @@ local function emit(record, stream, cursor, effect_id, event_type, now, retentio
       minid = acked_ms
     end
   end
-  redis.call('XADD', stream, 'MINID', '~', minid, '*',
-    '{{event.type}}', event_type, '{{event.effect_id}}', effect_id,
-    '{{event.batch}}', f[1] or '', '{{event.tool_call}}', f[2] or '',
-    '{{event.action}}', f[3] or '', '{{event.upstream}}', f[4] or '',
-    '{{event.method}}', f[5] or '', '{{event.path}}', f[6] or '',
-    '{{event.status}}', f[7] or '0', '{{event.external_id}}', f[8] or '',
-    '{{event.reason}}', f[9] or '', '{{event.ts_ms}}', now, '{{event.state}}', f[10] or '')
+  redis.call('XADD', stream, 'MINID', '~', minid, '*', unpack(fields))
   if acked then
     redis.call('PERSIST', stream)
     redis.call('PERSIST', cursor)
@@ -98,6 +89,41 @@ local function archive_outcome(record, batch_set, effect_id, archive_retention_m
   local archive = batch_set .. '{{outcomes.suffix}}'
   redis.call('HSET', archive, effect_id, outcome)
   redis.call('PEXPIRE', archive, archive_retention_ms)
+-- The fields of an event of the agent (store/records.py ``EventType``): of the effect that
+-- caused it when ``record`` is given (else ``effect_id`` is '' and ``batch`` names the batch),
+-- with its own reason and state.
+local function agent_fields(record, effect_id, batch, event_type, reason, state, now)
+  local f = {batch, '', '', '', '', ''}
+  if record then
+    f = redis.call('HMGET', record, '{{record.batch}}', '{{record.tool_call}}',
+      '{{record.action}}', '{{record.upstream}}', '{{record.method}}', '{{record.path}}')
+  end
+  return {'{{event.type}}', event_type, '{{event.effect_id}}', effect_id,
+    '{{event.batch}}', f[1] or '', '{{event.tool_call}}', f[2] or '',
+    '{{event.action}}', f[3] or '', '{{event.upstream}}', f[4] or '',
+    '{{event.method}}', f[5] or '', '{{event.path}}', f[6] or '',
+    '{{event.status}}', '0', '{{event.external_id}}', '',
+    '{{event.reason}}', reason, '{{event.ts_ms}}', now, '{{event.state}}', state}
+end
+
+-- Append the record's current state to the outbox; an effect turned unknown puts the agent
+-- in error, which ``agent.error`` reports in the same step.
+local function emit(record, stream, cursor, effect_id, event_type, now, retention_ms)
+  local f = redis.call('HMGET', record, '{{record.batch}}', '{{record.tool_call}}',
+    '{{record.action}}', '{{record.upstream}}', '{{record.method}}', '{{record.path}}',
+    '{{record.status}}', '{{record.external_id}}', '{{record.reason}}', '{{record.state}}')
+  outbox_add(stream, cursor, {
+    '{{event.type}}', event_type, '{{event.effect_id}}', effect_id,
+    '{{event.batch}}', f[1] or '', '{{event.tool_call}}', f[2] or '',
+    '{{event.action}}', f[3] or '', '{{event.upstream}}', f[4] or '',
+    '{{event.method}}', f[5] or '', '{{event.path}}', f[6] or '',
+    '{{event.status}}', f[7] or '0', '{{event.external_id}}', f[8] or '',
+    '{{event.reason}}', f[9] or '', '{{event.ts_ms}}', now, '{{event.state}}', f[10] or ''},
+    now, retention_ms)
+  if event_type == 'effect.unknown' then
+    outbox_add(stream, cursor, agent_fields(record, effect_id, '', 'agent.error', f[9] or '',
+      f[10] or '', now), now, retention_ms)
+  end
 end
 
 -- An in-flight record whose holder let its lease run out: it may have sent the request and

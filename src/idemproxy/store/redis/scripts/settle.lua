@@ -66,6 +66,8 @@ local function count_outcome(entry, now)
     audit(audit_stream,
       {'agent.auto_pause', 'idemproxy', streak_agent, 'running', 'paused', pause_reason}, now,
       streak_audit_retention_ms)
+    outbox_add(stream, cursor, agent_fields(record, effect_id, '', 'agent.paused',
+      pause_reason, 'paused', now), now, retention_ms)
   end
 end
 
