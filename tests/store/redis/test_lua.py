@@ -1,4 +1,4 @@
-"""Every Lua script and its ARGV tuple in step; every field a script names is one keys.py has."""
+"""Every Lua script and its ARGV tuple in step; every field a script names is one fields.py has."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from idemproxy.store.redis import lua
-from idemproxy.store.redis.keys import RecordField
+from idemproxy.store.redis.fields import RecordField
 
 # A named argument: ``local lease_ms = tonumber(ARGV[3])``, or the rest: ``argv_from(4)``.
 NAMED = re.compile(r"^local (\w+) = (?:tonumber\()?ARGV\[(\d+)\]\)?(?:\s*--.*)?$", re.M)

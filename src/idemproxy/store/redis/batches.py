@@ -16,14 +16,8 @@ from redis.asyncio.cluster import RedisCluster
 
 from idemproxy.store.batches import MAX_LISTED_BATCHES, BatchStart, newest_first
 from idemproxy.store.records import RecordKey
-from idemproxy.store.redis.keys import (
-    RecordField,
-    batch_key,
-    batches_key,
-    leases_key,
-    record_key,
-    unknown_key,
-)
+from idemproxy.store.redis.fields import RecordField
+from idemproxy.store.redis.keys import batch_key, batches_key, leases_key, record_key, unknown_key
 
 _HELD_FIELDS = (RecordField.BATCH, RecordField.CREATED_MS)
 

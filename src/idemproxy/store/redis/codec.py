@@ -21,7 +21,7 @@ from idemproxy.store.records import (
 )
 from idemproxy.store.redis.argv import NO_RESPONSE, ResponseArgs
 from idemproxy.store.redis.control import decode_pause
-from idemproxy.store.redis.keys import RecordField
+from idemproxy.store.redis.fields import RecordField
 
 
 def response_args(response: StoredResponse | None) -> ResponseArgs:

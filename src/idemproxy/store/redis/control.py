@@ -28,9 +28,9 @@ from idemproxy.store.redis import batches, lua
 from idemproxy.store.redis.agents import RedisAgents
 from idemproxy.store.redis.argv import StreakArgs, WritePauseArgs
 from idemproxy.store.redis.errors import translated
+from idemproxy.store.redis.fields import ControlField
 from idemproxy.store.redis.journal import audit_args
 from idemproxy.store.redis.keys import (
-    ControlField,
     audit_key,
     control_key,
     cursor_key,

@@ -29,10 +29,8 @@ from idemproxy.store.redis.argv import (
     WriteCursorArgs,
 )
 from idemproxy.store.redis.errors import translated
+from idemproxy.store.redis.fields import AuditField, CursorField, EventField
 from idemproxy.store.redis.keys import (
-    AuditField,
-    CursorField,
-    EventField,
     archive_key,
     audit_key,
     batch_key,

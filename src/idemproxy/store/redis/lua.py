@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 
 from idemproxy.store.redis import argv
 from idemproxy.store.redis.argv import ScriptArg
-from idemproxy.store.redis.keys import FIELDS
+from idemproxy.store.redis.fields import FIELDS
 
 A = TypeVar("A", bound=tuple[Any, ...])
 
@@ -60,14 +60,14 @@ def read(name: str) -> str:
 def with_fields(text: str) -> str:
     """``text`` with every ``{{group.field}}`` replaced by the field's name.
 
-    Raises ``ValueError`` for a group or field that :data:`~.keys.FIELDS` does not have.
+    Raises ``ValueError`` for a group or field that :data:`~.fields.FIELDS` does not have.
     """
 
     def name(match: re.Match[str]) -> str:
         group, field = match.groups()
         fields = FIELDS.get(group)
         if fields is None or field.upper() not in fields.__members__:
-            raise ValueError(f"no field {match.group()} in store/redis/keys.py")
+            raise ValueError(f"no field {match.group()} in store/redis/fields.py")
         return str(fields[field.upper()].value)
 
     named = _FIELD.sub(name, text)

@@ -33,8 +33,9 @@ from idemproxy.store.redis.argv import (
     WriteMarkerArgs,
 )
 from idemproxy.store.redis.errors import translated
+from idemproxy.store.redis.fields import LossField, MarkerField
 from idemproxy.store.redis.journal import decode_audit
-from idemproxy.store.redis.keys import LOSS_KEY, MARKER_KEY, STORE_LOG_KEY, LossField, MarkerField
+from idemproxy.store.redis.keys import LOSS_KEY, MARKER_KEY, STORE_LOG_KEY
 from idemproxy.store.redis.records import RedisRecords
 from idemproxy.store.safety import (
     LOG_LIMIT,

@@ -1,5 +1,5 @@
 -- Run before every script of the store. Each hash or stream field is written as its group and
--- name between double braces; the loader puts in the name store/redis/keys.py gives it.
+-- name between double braces; the loader puts in the name store/redis/fields.py gives it.
 
 local function now_ms()
   local t = redis.call('TIME')
