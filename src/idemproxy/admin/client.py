@@ -1,4 +1,4 @@
-"""A client of the admin API: the :class:`~idemproxy.ledger.service.Operator` of a running
+"""A client of the admin API: the :class:`~idemproxy.ledger.operator.Operator` of a running
 proxy, for the CLI's ``--admin-url``. Problems come back as the same ``RequestRefused`` the
 service raises locally, so the CLI handles both alike. When the admin API cannot be used at
 all, the client says why, in the CLI's terms::

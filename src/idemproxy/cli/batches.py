@@ -9,7 +9,7 @@ import sys
 from idemproxy.cli.views import NOTE_CHARS, fit, shown, table, when
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger.documents import Document
-from idemproxy.ledger.service import MAX_LIMIT, Operator
+from idemproxy.ledger.operator import MAX_LIMIT, Operator
 
 HELP = "an agent's batches, newest first: strategy, effects by state, and which are in error"
 _COLUMNS = ["batch", "strategy", "done", "failed", "pending", "unknown"]

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from idemproxy.cli import batches, views
 from idemproxy.errors import ConfigError
 from idemproxy.ledger.documents import Document
+from idemproxy.ledger.operator import Operator
 from idemproxy.ledger.recovery import RecoverMode
-from idemproxy.ledger.service import Operator
 
 COMPENSATE = "compensate"
 

@@ -13,7 +13,7 @@ from idemproxy.admin.client import AdminClient
 from idemproxy.cli.views import short, table, when
 from idemproxy.errors import ConfigError
 from idemproxy.ledger.documents import Document
-from idemproxy.ledger.service import Operator
+from idemproxy.ledger.operator import Operator
 
 HELP = "repeats the proxy blocked, by agent and batch, with the routes they hit most"
 

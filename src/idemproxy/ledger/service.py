@@ -1,14 +1,13 @@
-"""The operator's view of the ledger, as JSON documents: what the admin API serves and what the
-CLI prints. :class:`Operator` is the seam: :class:`LedgerService` works on a store directly,
-:class:`~idemproxy.admin.client.AdminClient` asks a running proxy's admin API, and both give
-the same documents and raise the same :class:`~idemproxy.errors.RequestRefused` problems.
+"""The operator's view of the ledger on a store, as JSON documents: what the admin API serves
+and what the CLI prints with ``--store``. :class:`LedgerService` is one side of the
+:class:`~idemproxy.ledger.operator.Operator` seam; the admin client is the other.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
 from idemproxy.config.settings import ControllerConfig, StoreSafetyConfig
 from idemproxy.errors import ProblemCode, RequestRefused
@@ -20,16 +19,15 @@ from idemproxy.ledger.compensation import Compensations
 from idemproxy.ledger.compensator import Compensator
 from idemproxy.ledger.documents import Document
 from idemproxy.ledger.losses import StoreLosses
+from idemproxy.ledger.operator import MAX_LIMIT
 from idemproxy.ledger.pause import Pauses
 from idemproxy.ledger.recovery import RecoverMode, Recovery
 from idemproxy.ledger.review import Decision, Review, not_found, parse_key
-from idemproxy.ledger.rollback import Credentials, Rollbacks, RollbackVerb
+from idemproxy.ledger.rollback import Rollbacks, RollbackVerb
 from idemproxy.store.journal import AuditEntry, DeliveryCursor
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import StoredResponse
 from idemproxy.storeguard import StoreGuard
-
-MAX_LIMIT = 1000
 
 
 class ControllerSetting(StrEnum):
@@ -44,50 +42,6 @@ class ControllerSetting(StrEnum):
         if controller is None:
             return cls.UNKNOWN
         return cls.CONFIGURED if controller.url is not None else cls.NONE
-
-
-class Operator(Protocol):
-    """Everything an operator can see and do; each call answers one JSON document."""
-
-    async def status(self) -> Document: ...
-    async def effect(self, key: str) -> Document: ...
-    async def events(self, agent: str, after: str | None, limit: int) -> Document: ...
-    async def batch(self, agent: str, batch: str) -> Document: ...
-    async def batches(self, agent: str, limit: int) -> Document: ...
-    async def recover(
-        self, agent: str, batch: str, mode: RecoverMode, actor: str, note: str
-    ) -> Document: ...
-    async def review(self, agent: str | None, limit: int) -> Document: ...
-    async def resolve(
-        self,
-        key: str,
-        decision: Decision,
-        actor: str,
-        note: str,
-        external_id: str = "",
-        response: Document | None = None,
-    ) -> Document: ...
-    async def deliveries(self, agent: str | None) -> Document: ...
-    async def retry_delivery(self, agent: str, actor: str, note: str) -> Document: ...
-    async def audit(self, agent: str, limit: int) -> Document: ...
-    async def agent(self, agent: str) -> Document: ...
-    async def pause(self, agent: str, actor: str, note: str) -> Document: ...
-    async def resume(self, agent: str, actor: str, note: str) -> Document: ...
-    async def retry(self, key: str, actor: str, note: str) -> Document: ...
-    async def compensation(self, agent: str, batch: str) -> Document: ...
-    async def compensate(
-        self,
-        agent: str,
-        batch: str,
-        actor: str,
-        note: str,
-        credentials: Mapping[str, Mapping[str, str]],
-    ) -> Document: ...
-    async def rollback(  # credentials None: the plan only
-        self, agent: str, target: str, actor: str, note: str, credentials: Credentials | None
-    ) -> Document: ...
-    async def store_status(self) -> Document: ...
-    async def acknowledge_loss(self, actor: str, note: str) -> Document: ...
 
 
 class LedgerService(RollbackVerb):
