@@ -89,6 +89,8 @@ local function archive_outcome(record, batch_set, effect_id, archive_retention_m
   local archive = batch_set .. '{{outcomes.suffix}}'
   redis.call('HSET', archive, effect_id, outcome)
   redis.call('PEXPIRE', archive, archive_retention_ms)
+end
+
 -- The fields of an event of the agent (store/records.py ``EventType``): of the effect that
 -- caused it when ``record`` is given (else ``effect_id`` is '' and ``batch`` names the batch),
 -- with its own reason and state.
