@@ -177,6 +177,7 @@ class RecoveryContext:
     unknown: tuple[dict[str, Any], ...]  # may or may not have happened: never repeat them
     failed: tuple[dict[str, Any], ...]
     pending: tuple[dict[str, Any], ...]  # being sent right now
+    compensated: tuple[dict[str, Any], ...]  # undone by an operator: a repeat is refused
     text: str  # all of it, for a system message
 
 
@@ -249,6 +250,8 @@ def _context(document: dict[str, Any]) -> RecoveryContext:
         unknown=actions("unknown"),
         failed=actions("failed"),
         pending=actions("pending"),
+        # Absent from a proxy older than compensated marks: nothing of the batch was undone.
+        compensated=tuple(dict(item) for item in document.get("compensated", ())),
         text=str(document["text"]),
     )
 

@@ -3,9 +3,11 @@ with nothing secret in it."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from idemproxy.ledger.audit import ActionLimit
 from idemproxy.ledger.context import MAX_TEXT_ITEMS, recovery_context
-from idemproxy.ledger.progress import BatchProgress, RecoveryStrategy, batch_progress
+from idemproxy.ledger.progress import BatchAction, BatchProgress, RecoveryStrategy, batch_progress
 from idemproxy.ledger.recovery import Recovery
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import RecordState
@@ -64,3 +66,41 @@ async def test_a_long_section_is_cut_in_the_text_but_whole_in_the_data(
     assert len(context.completed) == MAX_TEXT_ITEMS + 3
     assert sum(1 for line in context.text.splitlines() if line.startswith("- tool call")) == 20
     assert "- and 3 more" in context.text
+
+
+def _action(tool_call: str, **fields: object) -> BatchAction:
+    found: dict[str, object] = {
+        "effect_key": f"a/{tool_call}",
+        "tool_call": tool_call,
+        "action": "post_message",
+        "upstream": "discord",
+        "method": "POST",
+        "path": "/channels/1/messages",
+        "state": RecordState.COMPLETED,
+        "status": 200,
+    }
+    return BatchAction(**(found | fields))  # type: ignore[arg-type]
+
+
+def test_an_effect_undone_by_its_compensation_is_told_as_undone_not_left_out() -> None:
+    undone = _action("c1", external_id="m-1", compensated_by="a/compensate:c1")
+    progress = dataclasses.replace(batch_progress("a", "b", [], None), compensated=(undone,))
+    context = recovery_context(progress)
+
+    [told] = context.compensated
+    assert told.tool_call == "c1"
+    assert "undone" in told.summary and "refused" in told.summary
+    assert "- tool call c1 (post_message): " + told.summary in context.text.splitlines()
+
+
+def test_a_completed_effect_whose_record_expired_is_not_said_to_replay() -> None:
+    kept = _action("c1", external_id="m-1")
+    expired = _action("c2", external_id="m-2", archived=True)
+    progress = dataclasses.replace(
+        batch_progress("a", "b", [], None), completed=(kept, expired), expired=("c2",)
+    )
+    context = recovery_context(progress)
+
+    summaries = {action.tool_call: action.summary for action in context.completed}
+    assert "expired" not in summaries["c1"]
+    assert "its record expired: repeating it sends it again" in summaries["c2"]

@@ -25,6 +25,7 @@ _STRATEGY_ADVICE = {
     " happened; until then they are refused, so do not retry them or try to do them another way",
     RecoveryStrategy.ABANDON: "an operator abandoned this batch: do not run it again",
 }
+_EXPIRED = "its record expired: repeating it sends it again"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,7 @@ class RecoveryContext:
     unknown: tuple[ContextAction, ...]  # may or may not have happened
     failed: tuple[ContextAction, ...]
     pending: tuple[ContextAction, ...]  # being sent right now
+    compensated: tuple[ContextAction, ...]  # undone by an operator: a repeat is refused
     text: str  # the whole of it for a system message
 
 
@@ -62,7 +64,13 @@ def _request(action: BatchAction) -> str:
 def _summary(action: BatchAction, section: str) -> str:
     made = f", external id {action.external_id}" if action.external_id else ""
     if section == "completed":
-        return f"{_request(action)} answered {action.status}{made}"
+        expired = f"; {_EXPIRED}" if action.archived else ""
+        return f"{_request(action)} answered {action.status}{made}{expired}"
+    if section == "compensated":
+        return (
+            f"{_request(action)} answered {action.status}{made}; undone by an operator's"
+            " compensation, so a repeat is refused"
+        )
     if section == "failed":
         answer = f"answered {action.status}" if action.status else "was not applied"
         again = "may be retried" if action.retryable else "a repeat gets the same failure"
@@ -94,6 +102,7 @@ _HEADINGS = {
     "unknown": "Outcome unknown (it may have happened: do not repeat it)",
     "failed": "Failed",
     "pending": "Being sent right now (wait for it)",
+    "compensated": "Undone by an operator (do not do these again unless told to)",
 }
 
 
@@ -116,6 +125,7 @@ def recovery_context(progress: BatchProgress) -> RecoveryContext:
         "unknown": _actions(progress.unknown, "unknown"),
         "failed": _actions(progress.failed, "failed"),
         "pending": _actions(progress.pending, "pending"),
+        "compensated": _actions(progress.compensated, "compensated"),
     }
     advice = _STRATEGY_ADVICE[progress.strategy]
     lines = [
@@ -136,5 +146,6 @@ def recovery_context(progress: BatchProgress) -> RecoveryContext:
         unknown=sections["unknown"],
         failed=sections["failed"],
         pending=sections["pending"],
+        compensated=sections["compensated"],
         text="\n".join(lines),
     )
