@@ -92,3 +92,14 @@ def test_store_sweep_turns_a_lapsed_lease_unknown_and_audits_it(
 def test_store_sweep_needs_a_store(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["store", "sweep"]) == 2
     assert "a running proxy sweeps its own" in capsys.readouterr().err
+
+
+def test_the_config_file_s_retention_applies_to_store_commands(
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What --store reports (and an abandon it writes keeps) follows the proxy's retention.
+    config = tmp_path / "idemproxy.yaml"
+    config.write_text("retention: {events_s: 7200, audit_s: 7776000, archive_s: 7776000}\n")
+
+    main(["status", "--store", store_url, "--config", str(config), "--json"])
+    assert orjson.loads(capsys.readouterr().out)["retention"]["events_s"] == 7200

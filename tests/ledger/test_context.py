@@ -89,7 +89,8 @@ def test_an_effect_undone_by_its_compensation_is_told_as_undone_not_left_out() -
 
     [told] = context.compensated
     assert told.tool_call == "c1"
-    assert "undone" in told.summary and "refused" in told.summary
+    assert "undone" in told.summary
+    assert "refused" in told.summary
     assert "- tool call c1 (post_message): " + told.summary in context.text.splitlines()
 
 

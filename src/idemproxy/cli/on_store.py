@@ -49,9 +49,10 @@ def settings(args: argparse.Namespace) -> ProxyConfig:
 
 
 @contextlib.asynccontextmanager
-async def opened(args: argparse.Namespace) -> AsyncIterator[Store]:
-    # A command never makes a store: a path no proxy used is a typo, not an empty store.
-    store = open_store(args.store, create=False)
+async def opened(args: argparse.Namespace, config: ProxyConfig) -> AsyncIterator[Store]:
+    # A command never makes a store: a path no proxy used is a typo, not an empty store. It
+    # keeps what it writes (an abandon's archive, audit entries) as long as the proxy would.
+    store = open_store(args.store, create=False, retention=config.retention.figures())
     try:
         yield store
     finally:
@@ -62,7 +63,7 @@ async def opened(args: argparse.Namespace) -> AsyncIterator[Store]:
 async def ledger(args: argparse.Namespace) -> AsyncIterator[LedgerService]:
     """The ledger on ``--store``, limited and described as the proxy's config says."""
     config = settings(args)
-    async with opened(args) as store:
+    async with opened(args, config) as store:
         limit = config.recovery.actions_per_minute
         # Without the proxy's config file, whether it delivers events is not known here.
         controller = config.controller if args.config else None
@@ -83,7 +84,7 @@ async def sweep(args: argparse.Namespace) -> Document:
             "store sweep works on a store (--store URL); a running proxy sweeps its own every"
             " recovery.sweep_interval_s"
         )
-    async with opened(args) as store:
+    async with opened(args, settings(args)) as store:
         swept = []
         for agent in await store.list_busy_agents(Work.REVIEW):
             for record in await sweep_lapsed(store, agent, swept_by=args.actor):
