@@ -1,7 +1,8 @@
 """The seed scenario once per agent framework, with the real packages, through `idemproxy serve`.
 
-A batch of three tool calls crashes after two effects; the agent restarts, reads its recovery
-context and re-runs the batch. The fake model re-plans whenever it is asked (new tool call ids,
+A batch of three tool calls crashes after two effects (an exception in the agent, or the
+agent's process SIGKILLed); the agent restarts, reads its recovery context and re-runs the
+batch. The fake model re-plans whenever it is asked (new tool call ids,
 new text), so only replayed generations bring the same tool calls back: it sees each generation
 once, and the side-effect upstream sees each update once.
 """
@@ -9,6 +10,9 @@ once, and the side-effect upstream sees each update once.
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -20,7 +24,7 @@ import pytest
 
 from tests.support.fakes.planner import PLANNER, Planner, build_planner_app
 from tests.support.fakes.serving import BackgroundServers
-from tests.support.processes import FakeUpstream, ServedProxy, running
+from tests.support.processes import REPO, FakeUpstream, ServedProxy, running
 from tests.support.recovery import read_recovery_context
 from tests.support.rerun_agents import (
     AgentCrashed,
@@ -129,3 +133,35 @@ async def test_a_rerun_that_asks_anew_is_refused_and_neither_generates_nor_acts(
     assert "tool-call-already-acted" in str(refused.value.body)
     assert len(setup.planner.generations) == 3
     assert len(setup.upstream.effects("/messages")) == 2
+
+
+def run_agent_process(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "tests.support.rerun_process", *args]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("framework", ["openai-agents", "langgraph"])
+def test_an_agent_process_killed_mid_batch_reruns_with_no_second_effect(
+    setup: Setup, framework: str
+) -> None:
+    batch = f"release-{uuid.uuid4().hex[:8]}"
+    llm = f"{setup.proxy.url}/openai"
+
+    killed = run_agent_process(framework, llm, setup.proxy.url, batch, "update 3")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert len(setup.upstream.effects("/messages")) == 2
+
+    # The restarted agent asks what its batch did, then runs it again.
+    context = read_recovery_context(setup.proxy, AGENT_ID, batch)
+    assert context.completed_tool_calls == ["call_plan1", "call_plan2"]
+    rerun = run_agent_process(framework, llm, setup.proxy.url, batch)
+    assert rerun.returncode == 0, rerun.stderr
+    assert rerun.stdout.strip() == "done"
+
+    assert [g.answer["id"] for g in setup.planner.generations] == [
+        f"chatcmpl-{n}" for n in (1, 2, 3, 4)
+    ]
+    effects = setup.upstream.effects("/messages")
+    assert [orjson.loads(e["body"])["text"] for e in effects] == [
+        f"update {n} (plan {n})" for n in (1, 2, 3)
+    ]

@@ -56,7 +56,8 @@ async def test_each_call_reaches_its_protocols_part_with_its_arguments(
     part: str, method: str
 ) -> None:
     parts = {name: Part(name) for name in PROTOCOLS}
-    store = ComposedStore(*parts.values())
+    records, journal, control, safety = parts.values()
+    store = ComposedStore(records, journal, control, safety)
     arguments = tuple(f"arg-{index}" for index in range(_arity(getattr(ComposedStore, method))))
     answer = getattr(store, method)(*arguments)
     if inspect.isawaitable(answer):
