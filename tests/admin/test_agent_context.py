@@ -95,7 +95,11 @@ async def test_a_web_page_reads_nothing(aiohttp_client: Any, forged: dict[str, s
     client = await served(aiohttp_client, store, agent_id="bot")
     answer = await client.get(path("b1"), headers=forged)
     assert answer.status == 403
-    assert "c1" not in await answer.text()
+    refusal = await answer.text()
+    assert "c1" not in refusal
+    # Said in terms of what was asked: the agent's window, not the admin API it is not.
+    assert "the recovery context" in refusal
+    assert "admin API" not in refusal
 
 
 async def test_nothing_else_is_served_and_nothing_is_changed(aiohttp_client: Any) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from idemproxy.admin.api import problems
-from idemproxy.admin.forgery import HostAllowList, browser_guard
+from idemproxy.admin.forgery import Guarded, HostAllowList, browser_guard
 from idemproxy.config.settings import ProxyConfig
 from idemproxy.effectkeys import AGENT_HEADER, KeyHeaders, resolve_agent
 from idemproxy.ledger.audit import ActionLimit
@@ -47,7 +47,10 @@ async def context(request: web.Request) -> web.Response:
 def build_agent_app(config: ProxyConfig, store: Store) -> web.Application:
     """The sub-application to mount at :data:`PREFIX` on the proxy listener."""
     hosts = HostAllowList([config.listen.host, *config.admin_hosts])
-    app = web.Application(middlewares=[browser_guard(hosts), problems])
+    guarded = Guarded(
+        "the recovery context", "the agent (`idemproxy.agent.recovery_context`), curl or a program"
+    )
+    app = web.Application(middlewares=[browser_guard(hosts, guarded), problems])
     app[_CONFIG] = config
     # Reading progress is no recovery action: the limit is never consulted.
     app[_RECOVERY] = Recovery(store, ActionLimit(store, config.recovery.actions_per_minute))

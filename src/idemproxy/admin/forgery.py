@@ -23,6 +23,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
@@ -71,7 +72,18 @@ class HostAllowList:
         return name in self._names or is_address(name)
 
 
-def browser_guard(hosts: HostAllowList) -> Middleware:
+@dataclass(frozen=True, slots=True)
+class Guarded:
+    """What a guard keeps pages away from, as its refusals name it."""
+
+    name: str  # "the admin API"
+    callers: str  # who may call it instead of a page
+
+
+ADMIN_API = Guarded("the admin API", "the CLI (`idemproxy ... --admin-url`), curl or a program")
+
+
+def browser_guard(hosts: HostAllowList, guarded: Guarded = ADMIN_API) -> Middleware:
     """Refuse foreign ``Host`` headers (403 ``foreign-host``) and other origins' requests (403
     ``cross-origin-request``), probes excepted: the kubelet and Prometheus use the pod's
     address, and the probes tell nothing about records."""
@@ -82,21 +94,21 @@ def browser_guard(hosts: HostAllowList) -> Middleware:
             return await handler(request)
         host = request.headers.get("Host")
         if host is not None and not hosts.admits(host):
-            _refused(request, "foreign Host")
+            _refused(request, "foreign Host", guarded)
             return problem_response(
                 ProblemCode.FOREIGN_HOST,
-                f"the admin API answers to its own names only, and Host: {host!r} is not one of"
+                f"{guarded.name} answers to its own names only, and Host: {host!r} is not one of"
                 " them (a web page may be reaching it by DNS rebinding). Address it as"
                 " 127.0.0.1 or localhost, or add this name to admin_hosts"
                 " (IDEMPROXY_ADMIN_HOSTS) if it is really the proxy's",
             )
         if not _own_origin(request, host):
-            _refused(request, "cross-origin request")
+            _refused(request, "cross-origin request", guarded)
             return problem_response(
                 ProblemCode.CROSS_ORIGIN_REQUEST,
-                "the admin API takes no requests from web pages, and this one came from"
-                f" {request.headers.get('Origin') or 'another site'}; call it from the CLI"
-                " (`idemproxy ... --admin-url`), curl or a program, which send no Origin",
+                f"{guarded.name} takes no requests from web pages, and this one came from"
+                f" {request.headers.get('Origin') or 'another site'}; call it from"
+                f" {guarded.callers}, which send no Origin",
             )
         return await handler(request)
 
@@ -127,9 +139,10 @@ def _own_origin(request: web.Request, host: str | None) -> bool:
     return request.headers.get("Sec-Fetch-Site", "none").lower() in OWN_FETCHES
 
 
-def _refused(request: web.Request, why: str) -> None:
+def _refused(request: web.Request, why: str, guarded: Guarded) -> None:
     log.warning(
-        "admin API refused a %s: a web page may be trying to use it",
+        "%s refused a %s: a web page may be trying to use it",
+        guarded.name,
         why,
         extra={
             "method": request.method,

@@ -83,28 +83,16 @@ def append_event(
     db: sqlite3.Connection, record: EffectRecord, type_: EventType, now_ms: int
 ) -> None:
     """Add the record's current state to the outbox; its agent goes on delivery's worklist."""
-    worklist.add(db, record.key.agent, Work.DELIVERY)
     meta = record.meta
-    db.execute(
-        "INSERT INTO events (agent, effect_id, type, batch, tool_call, action, upstream, method,"
-        " path, status, external_id, reason, ts_ms, state)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            record.key.agent,
-            record.key.effect_id,
-            type_.value,
-            meta.batch,
-            meta.tool_call,
-            meta.action,
-            meta.upstream,
-            meta.method,
-            meta.path,
-            record.response.status if record.response else 0,
-            record.external_id,
-            record.reason,
-            now_ms,
-            record.state.value,
-        ),
+    status = record.response.status if record.response else 0
+    _insert_event(
+        db,
+        type_,
+        record.key,
+        meta,
+        (status, record.external_id, record.reason),
+        now_ms,
+        record.state.value,
     )
     if type_ is EventType.UNKNOWN:  # the agent is in error until someone decides
         append_agent_event(
@@ -122,11 +110,26 @@ def append_agent_event(
     now_ms: int,
 ) -> None:
     """Add an event of the agent (``key.effect_id`` "" when no one effect caused it)."""
+    _insert_event(db, type_, key, meta, (0, "", reason), now_ms, state)
+
+
+def _insert_event(
+    db: sqlite3.Connection,
+    type_: EventType,
+    key: RecordKey,
+    meta: EffectMeta,
+    answer: tuple[int, str, str],
+    now_ms: int,
+    state: str,
+) -> None:
+    """One outbox row; ``answer`` is the status, external id and reason the event reports.
+    The agent goes on delivery's worklist."""
+    status, external_id, reason = answer
     worklist.add(db, key.agent, Work.DELIVERY)
     db.execute(
         "INSERT INTO events (agent, effect_id, type, batch, tool_call, action, upstream, method,"
         " path, status, external_id, reason, ts_ms, state)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             key.agent,
             key.effect_id,
@@ -137,6 +140,8 @@ def append_agent_event(
             meta.upstream,
             meta.method,
             meta.path,
+            status,
+            external_id,
             reason,
             now_ms,
             state,
