@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,8 @@ from idemproxy.store.errors import StoreUnavailable
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.records import (
+    ClaimRequest,
+    ClaimResult,
     RecordKey,
     RecordState,
     Resolution,
@@ -148,3 +152,37 @@ async def test_an_audit_the_store_cannot_take_is_logged_and_the_answer_stands(
     await EffectAudit(Down()).write(entry)
 
     assert "could not write an audit entry" in caplog.text
+
+
+async def test_a_lapsed_lease_a_repeat_turns_unknown_is_audited(
+    make_proxy: ProxyFactory,
+) -> None:
+    class DiedBeforeSettling(MemoryStore):
+        """The first attempt's proxy dies after sending: its short lease runs out unsettled."""
+
+        settles = 0
+
+        async def claim(self, request: ClaimRequest) -> ClaimResult:
+            return await super().claim(dataclasses.replace(request, lease_ms=50))
+
+        async def settle(self, key: RecordKey, fence: int, settlement: Settlement) -> bool:
+            self.settles += 1
+            return self.settles > 1 or await super().renew(key, fence, 50)
+
+    store = DiedBeforeSettling()
+    client, _ = await make_proxy(store)
+    first = await client.post("/up/messages", data=b'{"content":"hi"}', headers=TOOL_CALL)
+    assert first.status == 200
+    await asyncio.sleep(0.1)
+
+    repeat = await client.post("/up/messages", data=b'{"content":"hi"}', headers=TOOL_CALL)
+
+    assert repeat.status == 409  # outcome unknown: never re-sent
+    [entry] = await store.read_audit(AGENT)
+    assert (entry.action, entry.actor) == (AutoAction.LAPSED, AUTO_ACTOR)
+    assert (entry.target, entry.before, entry.after) == (
+        first.headers["Idem-Key"],
+        "in_flight",
+        "unknown",
+    )
+    assert "noticed by a repeat" in entry.note

@@ -277,6 +277,11 @@ async def test_an_expired_lease_turns_unknown_on_the_next_claim(store: Store, ns
     assert result.record.state is RecordState.UNKNOWN
     assert "lease expired" in result.record.reason
     assert result.record.fence == fence
+    # This claim made the change, so the proxy can audit it; the next one only finds it.
+    assert result.lapsed
+    again = await store.claim(claim_request(key))
+    assert isinstance(again, Standing)
+    assert not again.lapsed
     event, error = await store.read_events(ns)
     assert (event.type, event.key, event.reason) == (
         EventType.UNKNOWN,

@@ -114,8 +114,9 @@ class EffectFlow:
                     return await self._attempt(claimed, fence, outcome)
                 case Paused(pause=pause):
                     raise agent_paused(ctx.key.record_key.agent, pause)
-                case Standing(record=record):
-                    pass  # what the request gets from the record that stands, below
+                case Standing(record=record) as standing:
+                    # What the request gets from the record that stands is decided below.
+                    await self._audit_lapse(standing)
             other_request = record.fingerprint != ctx.fingerprint
             if other_request:
                 await self._refuse_other_request(ctx, record)
@@ -171,6 +172,21 @@ class EffectFlow:
         if record.state is RecordState.COMPLETED:
             self._blocked(ctx, DuplicateKind.ALREADY_ACTED)
             await self._refused(record, tool_call_already_acted(record))
+
+    async def _audit_lapse(self, standing: Standing) -> None:
+        """Audit the lapsed lease this claim turned unknown, as the sweep audits the ones it
+        finds: the store changed the outcome, and no operator did."""
+        if not standing.lapsed:
+            return
+        record = standing.record
+        note = (
+            "the lease ran out: its proxy died or lost the store; noticed by a repeat;"
+            f" batch {record.meta.batch!r}"
+        )
+        entry = automatic(
+            record.key.agent, AutoAction.LAPSED, str(record.key), "in_flight", "unknown", note
+        )
+        await self.audit.write(entry)
 
     async def _refused(self, record: EffectRecord, refusal: RequestRefused) -> NoReturn:
         """Audit a repeat refused for carrying another request than its key's, then refuse it:

@@ -147,6 +147,7 @@ class Standing:
     finds an expired lease turns the record ``unknown`` (its holder died) and returns that."""
 
     record: EffectRecord
+    lapsed: bool = False  # this claim found the lease run out and turned the record unknown
 
 
 @dataclass(frozen=True, slots=True)

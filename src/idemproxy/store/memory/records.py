@@ -61,7 +61,7 @@ class MemoryRecords:
         if record is not None and step is ClaimStep.REPLAY:
             tables.emit(record, EventType.REPLAYED, now_ms)
         if record is not None and step is not ClaimStep.TAKE:
-            return Standing(record)
+            return Standing(record, lapsed=step is ClaimStep.LAPSE)
         pause = tables.control(request.key.agent).pause
         if pause is not None and not request.ignore_pause:
             return Paused(pause)

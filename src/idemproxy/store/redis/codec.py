@@ -90,4 +90,5 @@ def decode_claim(
         return Claimed(fence, first_attempt_ms=int(reply[2]), unreplicated=short)
     if int(reply[0]) == 2:
         return Paused(decode_pause(*reply[2:6]))
-    return Standing(decode_record(key, reply[2]))
+    # A fourth element: this claim turned the lapsed lease unknown.
+    return Standing(decode_record(key, reply[2]), lapsed=len(reply) > 3)

@@ -149,7 +149,7 @@ def _claim(db: sqlite3.Connection, request: ClaimRequest, now_ms: int) -> ClaimR
     if record is not None and step is ClaimStep.REPLAY:
         rows.append_event(db, record, EventType.REPLAYED, now_ms)
     if record is not None and step is not ClaimStep.TAKE:
-        return Standing(record)
+        return Standing(record, lapsed=step is ClaimStep.LAPSE)
     pause = None if request.ignore_pause else control.load(db, request.key.agent).pause
     if pause is not None:
         return Paused(pause)

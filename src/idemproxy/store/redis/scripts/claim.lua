@@ -1,7 +1,7 @@
 -- Take a record's key for one attempt.
 -- Returns {1, fence, created ms} when claimed, else {0, fence, HGETALL of the record}: the
 -- caller gets the standing record, body included, in the same round trip, so a replay costs
--- one. A claim that would take the key of a paused agent returns {2, fence, origin, reason,
+-- one; {0, fence, HGETALL, 1} when this claim found the lease run out and turned it unknown. A claim that would take the key of a paused agent returns {2, fence, origin, reason,
 -- actor, since}: the pause check rides on the claim, so it costs no round trip of its own. A
 -- store whose marker is not the one the proxy last saw (it was emptied, or restarted without
 -- its data, since) returns {3} before anything is read or written: on such a store a repeat of
@@ -49,6 +49,7 @@ if state then
     if tonumber(cur[4]) <= now then
       -- The holder let its lease run out: it may have sent the request and died.
       lapse(record, stream, cursor, unknown, leases, effect_id, lapse_reason, now, retention_ms)
+      return {0, fence, redis.call('HGETALL', record), 1}
     end
     return {0, fence, redis.call('HGETALL', record)}
   end
