@@ -62,7 +62,7 @@ async def agent_error(store: Store, agent: str) -> AgentError | None:
         return await _error(store, record, ErrorReason.UNKNOWN_OUTCOME, record.reason, hint)
     failed = await _first_failed(store, agent, control)
     if failed is not None:
-        status = failed.response.status if failed.response else 0
+        status = failed.status
         hint = (
             f"fix the cause, then free it: `idemproxy review retry {failed.key}` (or"
             f" `idemproxy recover {agent} {failed.meta.batch}`) and re-run the batch"

@@ -75,7 +75,7 @@ async def mark_compensated(
         reason=f"compensated by {compensation_key}",
         ttl_s=RESOLVED_TTL_S,
     )
-    status = record.response.status if record.response else 0
+    status = record.status
     audit = AuditEntry(
         agent=record.key.agent,
         action=AuditAction.MARK_COMPENSATED,

@@ -203,7 +203,7 @@ def _cannot(undo: Undo, why: str) -> Undo:
 
 
 def _status(record: EffectRecord) -> int:
-    return record.response.status if record.response else 0
+    return record.status
 
 
 def _ok(record: EffectRecord) -> bool:

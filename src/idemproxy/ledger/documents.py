@@ -41,7 +41,7 @@ def record(record: EffectRecord) -> Document:
         "effect_id": record.key.effect_id,
         "state": record.state.value,
         **_meta(meta),
-        "status": response.status if response else 0,
+        "status": record.status,
         "response_bytes": len(response.body) if response else 0,
         "external_id": record.external_id,
         "reason": record.reason,

@@ -46,12 +46,12 @@ class Scope(StrEnum):
 
 def succeeded(record: EffectRecord) -> bool:
     """Completed with a success that stands (not undone by a compensation)."""
-    status = record.response.status if record.response else 0
+    status = record.status
     return record.state is RecordState.COMPLETED and status < 400 and not compensated_by(record)
 
 
 def _failed(record: EffectRecord) -> bool:
-    status = record.response.status if record.response else 0
+    status = record.status
     return record.state is RecordState.COMPLETED and status >= 400 and not compensated_by(record)
 
 
@@ -92,7 +92,7 @@ async def free(
         if record.state is RecordState.NOT_APPLIED:
             cleared.append(ClearedRecord(record.key.effect_id, record.fence))
             continue
-        status = record.response.status if record.response else 0
+        status = record.status
         was = "compensated" if compensated_by(record) else f"completed ({status})"
         audit = AuditEntry(
             record.key.agent, AuditAction.RETRY, actor, str(record.key), was, "not_applied", note

@@ -204,7 +204,7 @@ def _same_pause(now: Pause | None, then: Pause) -> bool:
 
 
 def _status(record: EffectRecord) -> int:
-    return record.response.status if record.response else 0
+    return record.status
 
 
 def _freeable(record: EffectRecord | None, fence: int) -> Freed:

@@ -90,7 +90,7 @@ class BatchProgress:
 
 
 def batch_action(record: EffectRecord) -> BatchAction:
-    status = record.response.status if record.response else 0
+    status = record.status
     return BatchAction(
         effect_key=str(record.key),
         tool_call=record.meta.tool_call,

@@ -48,7 +48,7 @@ class ArchivedOutcome:
 
 
 def archived_outcome(record: EffectRecord) -> ArchivedOutcome:
-    meta, response = record.meta, record.response
+    meta = record.meta
     return ArchivedOutcome(
         effect_id=record.key.effect_id,
         batch=meta.batch,
@@ -58,7 +58,7 @@ def archived_outcome(record: EffectRecord) -> ArchivedOutcome:
         method=meta.method,
         path=meta.path,
         state=record.state,
-        status=response.status if response is not None else 0,
+        status=record.status,
         external_id=record.external_id,
         reason=record.reason,
         attempts=record.attempts,

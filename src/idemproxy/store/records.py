@@ -92,6 +92,11 @@ class EffectRecord:
     external_id: str = ""
     reason: str = ""
 
+    @property
+    def status(self) -> int:
+        """The recorded answer's HTTP status; 0 while none is recorded."""
+        return self.response.status if self.response is not None else 0
+
 
 @dataclass(frozen=True, slots=True)
 class ClaimRequest:

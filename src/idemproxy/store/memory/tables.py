@@ -81,13 +81,12 @@ class MemoryTables:
 
     def emit(self, record: EffectRecord, type_: EventType, now_ms: int) -> None:
         """Append the record's current state to its agent's outbox."""
-        response = record.response
         event = EffectEvent(
             event_id=self._new_id(),
             type=type_,
             key=record.key,
             meta=record.meta,
-            status=response.status if response else 0,
+            status=record.status,
             external_id=record.external_id,
             reason=record.reason,
             ts_ms=now_ms,

@@ -84,7 +84,7 @@ def append_event(
 ) -> None:
     """Add the record's current state to the outbox; its agent goes on delivery's worklist."""
     meta = record.meta
-    status = record.response.status if record.response else 0
+    status = record.status
     _insert_event(
         db,
         type_,
