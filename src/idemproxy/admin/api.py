@@ -178,14 +178,9 @@ async def compensation(request: web.Request) -> web.Response:
 
 
 async def compensate(request: web.Request) -> web.Response:
-    body, info = await _body(request), request.match_info
-    plan = await _ledger(request).compensate(
-        info["agent"],
-        info["batch"],
-        _actor(request, body),
-        _text(body, "note"),
-        _credentials(body.get("headers", {})),
-    )
+    info = request.match_info
+    actor, note, credentials = await _undoing(request)
+    plan = await _ledger(request).compensate(info["agent"], info["batch"], actor, note, credentials)
     return _json(plan)
 
 
@@ -195,15 +190,15 @@ async def rollback(request: web.Request) -> web.Response:
     if request.method == "GET":
         plan = await _ledger(request).rollback(info["agent"], info["batch"], "", "", None)
         return _json(plan)
-    body = await _body(request)
-    plan = await _ledger(request).rollback(
-        info["agent"],
-        info["batch"],
-        _actor(request, body),
-        _text(body, "note"),
-        _credentials(body.get("headers", {})),
-    )
+    actor, note, credentials = await _undoing(request)
+    plan = await _ledger(request).rollback(info["agent"], info["batch"], actor, note, credentials)
     return _json(plan)
+
+
+async def _undoing(request: web.Request) -> tuple[str, str, dict[str, dict[str, str]]]:
+    """Who undoes, why, and the headers each upstream's compensation is sent with."""
+    body = await _body(request)
+    return _actor(request, body), _text(body, "note"), _credentials(body.get("headers", {}))
 
 
 def _credentials(value: object) -> dict[str, dict[str, str]]:
