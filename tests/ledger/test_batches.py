@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
 from idemproxy.errors import ProblemCode, RequestRefused
+from idemproxy.ledger.batches import summary
+from idemproxy.ledger.progress import BatchAction, batch_progress
 from idemproxy.ledger.recovery import RecoverMode
 from idemproxy.ledger.service import LedgerService
+from idemproxy.store.batches import BatchStart
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import RecordState
 from tests.ledger.conftest import make_effect
@@ -78,3 +82,24 @@ async def test_an_agent_never_seen_is_not_found(store: Store, ns: str) -> None:
     with pytest.raises(RequestRefused) as refused:
         await LedgerService(store).batches(f"{ns}-nobody", 10)
     assert refused.value.code is ProblemCode.NOT_FOUND
+
+
+def test_an_effect_undone_by_its_compensation_counts_for_the_batch_s_last_change() -> None:
+    undone = BatchAction(
+        effect_key="a/e1",
+        tool_call="c1",
+        action="post_message",
+        upstream="discord",
+        method="POST",
+        path="/channels/1/messages",
+        state=RecordState.COMPLETED,
+        status=409,
+        updated_ms=5000,
+        compensated_by="a/compensate:e1",
+    )
+    progress = dataclasses.replace(batch_progress("a", "b", [], None), compensated=(undone,))
+
+    found = summary(BatchStart("b", started_ms=1000), progress, now_ms=6000)
+
+    assert found.updated_ms == 5000
+    assert not found.in_error  # undone on purpose: nothing waits for anyone

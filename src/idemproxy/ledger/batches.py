@@ -44,7 +44,13 @@ class BatchListing:
 
 def summary(start: BatchStart, progress: BatchProgress, now_ms: int) -> BatchSummary:
     """The batch's progress counted, and judged in error or not at ``now_ms``."""
-    actions = progress.completed + progress.failed + progress.pending + progress.unknown
+    actions = (
+        progress.completed
+        + progress.failed
+        + progress.pending
+        + progress.unknown
+        + progress.compensated
+    )
     lapsed = sum(1 for action in progress.pending if action.lease_expires_ms <= now_ms)
     abandoned = progress.abandoned is not None
     causes = [
@@ -82,6 +88,12 @@ async def list_batches(store: Store, recovery: Recovery, agent: str, limit: int)
             if refusal.code is not ProblemCode.NOT_FOUND:
                 raise
             continue  # its last record went since the listing
-        if progress.completed or progress.failed or progress.pending or progress.unknown:
+        if (
+            progress.completed
+            or progress.failed
+            or progress.pending
+            or progress.unknown
+            or progress.compensated
+        ):
             summaries.append(summary(start, progress, now_ms))
     return BatchListing(agent, tuple(summaries))
