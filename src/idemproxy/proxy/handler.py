@@ -74,6 +74,7 @@ class Effect:
     body: bytes  # content coding undone
     fingerprint: str
     envelope: Envelope = HTTP
+    tool: str = ""  # the MCP tool a tools/call calls
 
 
 async def _admit(guard: StoreGuard) -> None:
@@ -203,7 +204,9 @@ class ProxyHandler:
             JSON_CONTENT_TYPE,
             call.volatile_fields,
         )
-        effect = Effect(call.route, call.headers, raw_body, body, request_fingerprint, envelope)
+        effect = Effect(
+            call.route, call.headers, raw_body, body, request_fingerprint, envelope, call.tool
+        )
         try:
             return await self._effect(request, target, effect)
         except RequestRefused as refusal:
@@ -249,6 +252,7 @@ class ProxyHandler:
             effect.fingerprint,
             operator=operator,
             envelope=effect.envelope,
+            tool=effect.tool,
         )
         guard = state.guard
         try:
