@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 access_log = logging.getLogger("idemproxy.access")
 # How a request's refusal is framed, once its message is known to be a JSON-RPC request.
 ENVELOPE = web.RequestKey("envelope", Envelope)
+# The route a request is counted under where its message chose another than its path did: an
+# MCP tool's, or "rpc".
+ROUTE_NAME = web.RequestKey("route_name", str)
 
 
 def key_headers(request: web.Request) -> KeyHeaders:
@@ -123,6 +126,7 @@ class ProxyHandler:
             self.state.handlers.discard(task)
         elapsed_s = time.perf_counter() - started
         metrics.request_duration.observe(elapsed_s)
+        route_name = request.get(ROUTE_NAME, route_name)
         self._answered(upstream_name, route_name, outcome).inc()
         info_fields(
             access_log,
@@ -186,10 +190,12 @@ class ProxyHandler:
         call = None if message is None else classifier.tool_call(message, route, headers)
         if call is None:
             inspect = classifier.inspector(message)
+            rpc = classifier.rpc_route(route)
+            request[ROUTE_NAME] = rpc.name
             response = await self._unrecorded.forward(
                 request,
                 target,
-                classifier.rpc_route(route),
+                rpc,
                 streamed=False,
                 body=raw_body,
                 inspect=inspect,
@@ -204,6 +210,7 @@ class ProxyHandler:
             JSON_CONTENT_TYPE,
             call.volatile_fields,
         )
+        request[ROUTE_NAME] = call.route.name
         effect = Effect(
             call.route, call.headers, raw_body, body, request_fingerprint, envelope, call.tool
         )
