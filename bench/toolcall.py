@@ -18,6 +18,7 @@ alike (a replay cell replays what ``record_once`` recorded).
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 from typing import Any
 
@@ -89,6 +90,11 @@ def _call(url: str, run: str, call: str, request_id: int) -> tuple[dict[str, Any
     }
     body = json.dumps(message, separators=(",", ":")).encode()
     request = urllib.request.Request(url, body, headers, method="POST")
-    with urllib.request.urlopen(request, timeout=5) as answer:
-        document: dict[str, Any] = json.loads(answer.read())
-        return document, answer.headers
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            document: dict[str, Any] = json.loads(answer.read())
+            return document, answer.headers
+    except urllib.error.HTTPError as refused:
+        # A refusal's JSON-RPC error says why (an upstream without the mcp pack, say).
+        detail = refused.read().decode(errors="replace")
+        raise SystemExit(f"bench: tools/call to {url}: HTTP {refused.code} {detail}") from None
