@@ -168,3 +168,13 @@ def test_http_answers_are_kept_as_they_came() -> None:
     assert HTTP.refusal(RequestRefused(ProblemCode.OUTCOME_UNKNOWN, "x")).content_type == (
         "application/problem+json"
     )
+
+
+def test_an_effect_undone_by_its_compensation_replays_as_an_error() -> None:
+    problem = orjson.dumps({"type": "x", "detail": "undone by compensate:call-1", "status": 409})
+    replayed = JsonRpcEnvelope(6).replayed(StoredResponse(409, JSON, problem))
+    answer = orjson.loads(replayed.body)
+    assert replayed.status == 409
+    assert answer["id"] == 6
+    assert answer["error"]["message"] == "undone by compensate:call-1"
+    assert answer["error"]["data"]["status"] == 409

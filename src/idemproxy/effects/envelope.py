@@ -22,7 +22,12 @@ from idemproxy.encodings import UndecodableBody
 from idemproxy.errors import RequestRefused
 from idemproxy.jsonrpc import RequestId
 from idemproxy.policies.route import Route
-from idemproxy.proxy.problems import JSON_CONTENT_TYPE, jsonrpc_problem_response, problem_response
+from idemproxy.proxy.problems import (
+    JSON_CONTENT_TYPE,
+    PROXY_REFUSED_ERROR,
+    jsonrpc_problem_response,
+    problem_response,
+)
 from idemproxy.proxy.relay import Relayed
 from idemproxy.recorded import readable_body
 from idemproxy.store.records import RecordState, Settlement, StoredResponse
@@ -107,13 +112,7 @@ class JsonRpcEnvelope(Envelope):
         return _completed(status, answer, route), True
 
     def replayed(self, stored: StoredResponse) -> StoredResponse:
-        answer = self._recorded_answer(stored)
-        if answer is None:
-            # Resolved as applied by an operator, with no answer of the tool's to give: say so
-            # as the tool's result, which is what the client waits for.
-            text = stored.body.decode("utf-8", "replace")
-            result = {"content": [{"type": "text", "text": text}], "isError": False}
-            answer = {"jsonrpc": jsonrpc.JSONRPC_VERSION, "result": result}
+        answer = self._recorded_answer(stored) or _framed(stored)
         headers: tuple[tuple[str, str], ...] = _JSON_HEADERS
         if self.session_id is not None:
             headers = (*headers, (SESSION_HEADER, self.session_id))
@@ -165,6 +164,23 @@ class JsonRpcEnvelope(Envelope):
             else "the server's answer ended without the tool's result"
         )
         return Settlement(RecordState.UNKNOWN, reason=reason, ttl_s=route.ttl_s)
+
+
+def _framed(stored: StoredResponse) -> dict[str, Any]:
+    """A recorded answer that is none of the tool's, as the JSON-RPC answer the client waits
+    for: an effect resolved as applied with nothing to replay is a result saying so; a refusal
+    the record now holds (409 effect-compensated) is an error carrying its problem document."""
+    text = stored.body.decode("utf-8", "replace")
+    if stored.status < 400:
+        result = {"content": [{"type": "text", "text": text}], "isError": False}
+        return {"jsonrpc": jsonrpc.JSONRPC_VERSION, "result": result}
+    try:
+        document: Any = orjson.loads(stored.body)
+    except orjson.JSONDecodeError:
+        document = {"detail": text}
+    detail = document.get("detail", text) if isinstance(document, dict) else text
+    error = {"code": PROXY_REFUSED_ERROR, "message": str(detail), "data": document}
+    return {"jsonrpc": jsonrpc.JSONRPC_VERSION, "error": error}
 
 
 def _completed(status: int, answer: dict[str, Any], route: Route) -> Settlement:
