@@ -55,12 +55,24 @@ def test_protocol_messages_are_no_effects(method: str) -> None:
 
 def test_a_notification_and_an_answer_to_the_server_are_no_effects() -> None:
     classifier = McpClassifier(RULES)
-    note = parse(b'{"jsonrpc":"2.0","method":"tools/call","params":{"name":"send_message"}}')
+    note = parse(b'{"jsonrpc":"2.0","method":"notifications/progress","params":{}}')
     answer = parse(b'{"jsonrpc":"2.0","id":5,"result":{"action":"accept"}}')
     assert note is not None
     assert answer is not None
     assert classifier.tool_call(note, ROUTE, NO_HEADERS) is None
     assert classifier.tool_call(answer, ROUTE, NO_HEADERS) is None
+
+
+def test_a_tool_call_without_an_id_is_refused() -> None:
+    """A server acts on a JSON-RPC notification without answering: nothing would record it."""
+    note = parse(b'{"jsonrpc":"2.0","method":"tools/call","params":{"name":"send_message"}}')
+    assert note is not None
+    with pytest.raises(RequestRefused, match="must carry a JSON-RPC id"):
+        McpClassifier(RULES).tool_call(note, ROUTE, NO_HEADERS)
+    in_batch = parse(b'[{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}]')
+    assert in_batch is not None
+    with pytest.raises(RequestRefused, match="POST of its own"):
+        McpClassifier(RULES).tool_call(in_batch, ROUTE, NO_HEADERS)
 
 
 def test_a_tool_named_safe_passes_and_any_other_acts() -> None:

@@ -96,7 +96,7 @@ class McpClassifier:
         """The effect ``message`` is, or None for one forwarded unrecorded: no tool call, or a
         call of a tool the policy (or a trusted hint) says is safe."""
         if isinstance(message, Batch):
-            if any(item.method == TOOLS_CALL and item.is_request for item in message.messages):
+            if any(item.method == TOOLS_CALL for item in message.messages):
                 raise RequestRefused(
                     ProblemCode.INVALID_REQUEST,
                     "a JSON-RPC batch holding tools/call cannot be recorded call by call; send"
@@ -104,8 +104,16 @@ class McpClassifier:
                     " 2025-06-18)",
                 )
             return None
-        if message.method != TOOLS_CALL or not message.is_request:
+        if message.method != TOOLS_CALL:
             return None
+        if not message.is_request:
+            # JSON-RPC has a server act on a notification without answering it: a tool call
+            # without an id could run with no answer to record.
+            raise RequestRefused(
+                ProblemCode.INVALID_REQUEST,
+                "a tools/call must carry a JSON-RPC id: sent as a notification it could run a"
+                " tool with no answer to record; give it an id",
+            )
         name = message.params.get("name")
         if not isinstance(name, str) or not name:
             return None  # the server refuses a call without a tool name: nothing acts
