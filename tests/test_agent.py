@@ -155,3 +155,13 @@ async def test_the_openai_sdk_carries_the_headers(server: TestServer) -> None:
         {"Idem-Batch": "b-4", "Idem-Tool-Call": "call-1"},
         {"Idem-Batch": "b-4", "Idem-Tool-Call": "call-1", "Idem-Step": "second"},
     ]
+
+
+def test_an_mcp_call_carries_the_context_in_its_meta() -> None:
+    assert agent.mcp_meta() == {}
+    with agent.batch("b-1"), agent.tool_call("call-1", step="s"):
+        assert agent.mcp_meta() == {
+            "dev.idemproxy/batch": "b-1",
+            "dev.idemproxy/toolCall": "call-1",
+            "dev.idemproxy/step": "s",
+        }

@@ -27,6 +27,9 @@ Nothing here imports an HTTP library; hook it into yours:
 Headers a request already carries win: a call that sets its own ``Idem-Step`` keeps it.
 docs/recovery.md shows each integration in full.
 
+An MCP client sends its requests from a task of its own, so give each tool call its identity
+in the call itself: ``client.call_tool(name, arguments, meta=agent.mcp_meta())`` (docs/mcp.md).
+
 Before re-running a batch that crashed, ask the proxy what it already did and tell the LLM::
 
     context = agent.recovery_context("batch-7")  # None: the proxy has no record of it
@@ -110,6 +113,23 @@ def step(step_id: str) -> contextlib.AbstractContextManager[None]:
 def headers() -> dict[str, str]:
     """The ``Idem-*`` headers of the current context (empty outside any batch)."""
     return dict(_current.get() or {})
+
+
+# Where an MCP tool call carries the same identity in its request (mcpcalls.py): per call, since
+# an MCP client sends from a task of its own, which never sees the caller's context.
+MCP_META = {
+    AGENT_HEADER: "dev.idemproxy/agent",
+    BATCH_HEADER: "dev.idemproxy/batch",
+    TOOL_CALL_HEADER: "dev.idemproxy/toolCall",
+    STEP_HEADER: "dev.idemproxy/step",
+    ACTION_HEADER: "dev.idemproxy/action",
+}
+
+
+def mcp_meta() -> dict[str, str]:
+    """The current context as an MCP request's ``_meta``:
+    ``await client.call_tool("send_message", args, meta=agent.mcp_meta())``."""
+    return {MCP_META[name]: value for name, value in headers().items()}
 
 
 def apply(target: MutableMapping[str, str]) -> None:

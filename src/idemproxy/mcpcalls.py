@@ -18,6 +18,14 @@ from typing import Any
 
 import orjson
 
+from idemproxy.agent import (
+    ACTION_HEADER,
+    AGENT_HEADER,
+    BATCH_HEADER,
+    MCP_META,
+    STEP_HEADER,
+    TOOL_CALL_HEADER,
+)
 from idemproxy.effectkeys import KeyHeaders
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.jsonrpc import Batch, Message, answer_to, result_of
@@ -33,13 +41,14 @@ METHOD_HEADER = "Mcp-Method"
 NAME_HEADER = "Mcp-Name"
 # What a message that is no tool call is counted as: one bounded route label for them all.
 RPC_ROUTE = "rpc"
-# The _meta entries a call may carry its own key in, by the KeyHeaders field each one sets.
+# The _meta entries a call may carry its own key in (agent.mcp_meta() writes them), by the
+# KeyHeaders field each one sets.
 _META_FIELDS = {
-    "agent": "agent",
-    "batch": "batch",
-    "toolCall": "tool_call",
-    "step": "step",
-    "action": "action",
+    MCP_META[AGENT_HEADER]: "agent",
+    MCP_META[BATCH_HEADER]: "batch",
+    MCP_META[TOOL_CALL_HEADER]: "tool_call",
+    MCP_META[STEP_HEADER]: "step",
+    MCP_META[ACTION_HEADER]: "action",
 }
 MAX_HINTED_TOOLS = 10_000
 
@@ -221,9 +230,9 @@ def _call_headers(headers: KeyHeaders, params: Mapping[str, Any], tool: str) -> 
     changes: dict[str, str] = {}
     if isinstance(meta, dict):
         for name, field in _META_FIELDS.items():
-            value = meta.get(META_PREFIX + name)
+            value = meta.get(name)
             if value is not None:
-                changes[field] = _text(f"_meta {META_PREFIX}{name}", value)
+                changes[field] = _text(f"_meta {name}", value)
     key = params.get("idempotencyKey")
     if key is not None:
         changes["idempotency_key"] = _text("idempotencyKey", key)
