@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import orjson
+
+from idemproxy.effects.envelope import JsonRpcEnvelope
 from idemproxy.ledger.compensated import mark_compensated
 from idemproxy.ledger.freeing import Scope, free, last_external, to_free
 from idemproxy.ledger.recovery import RecoverMode
 from idemproxy.ledger.service import LedgerService
+from idemproxy.policies.route import Route
+from idemproxy.proxy.relay import Relayed
 from idemproxy.store.protocols import Store
-from idemproxy.store.records import Claimed, ClaimRequest, EffectMeta, EffectRecord, RecordState
+from idemproxy.store.records import (
+    Claimed,
+    ClaimRequest,
+    EffectMeta,
+    EffectRecord,
+    RecordKey,
+    RecordState,
+)
 from tests.ledger.conftest import make_effect
 
 
@@ -69,3 +81,21 @@ async def test_a_restart_lets_the_failed_effect_be_claimed_again(store: Store, n
     assert record is None
     claim = await store.claim(ClaimRequest(key, "fp", EffectMeta("b1", "a"), 30_000, 600))
     assert isinstance(claim, Claimed)
+
+
+async def test_a_restart_frees_an_mcp_tool_s_error_too(store: Store, ns: str) -> None:
+    """An MCP tool's isError answer comes with 200: it counted toward the agent's pause, so a
+    restart must free it as it frees a 401, or the re-run only replays the error."""
+    key = RecordKey(ns, "tc:b1:a:d-0")
+    meta = EffectMeta("b1", "a", "send_message", "tools", "POST", "/mcp#send_message")
+    claim = await store.claim(ClaimRequest(key, "fp", meta, 30_000, 600))
+    assert isinstance(claim, Claimed)
+    failed = {"jsonrpc": "2.0", "id": 1, "result": {"isError": True, "content": []}}
+    relayed = Relayed(orjson.dumps(failed), truncated=False, complete=True, client_gone=False)
+    headers = (("Content-Type", "application/json"),)
+    settlement, _ = JsonRpcEnvelope(1).settlement(
+        RecordState.COMPLETED, 200, headers, relayed, Route(name="send_message")
+    )
+    assert await store.settle(key, claim.fence, settlement)
+    plan = await LedgerService(store).recover(ns, "b1", RecoverMode.RESTART, "ops", "")
+    assert plan["cleared"] == [str(key)]

@@ -10,14 +10,20 @@ import pytest
 from idemproxy.ledger.compensator import Compensator, Outgoing, Sent, UndoState
 from idemproxy.ledger.tool_compensation import (
     COMPENSATION_ID,
-    answer_failed,
     called_tool,
     tool_call_body,
 )
 from idemproxy.policies.loader import parse_policy
 from idemproxy.policies.mcp import ToolCompensation
 from idemproxy.policies.placeholders import MissingValue
-from idemproxy.store.records import EffectMeta, EffectRecord, RecordKey, RecordState, StoredResponse
+from idemproxy.store.records import (
+    ANSWER_FAILED_HEADER,
+    EffectMeta,
+    EffectRecord,
+    RecordKey,
+    RecordState,
+    StoredResponse,
+)
 
 POLICY = parse_policy(
     """\
@@ -42,9 +48,14 @@ class NothingSent:
         pytest.fail(f"planning sent {outgoing}")
 
 
-def record(path: str, answer: Mapping[str, object], tool_call: str = "call-1") -> EffectRecord:
+def record(
+    path: str, answer: Mapping[str, object], tool_call: str = "call-1", *, failed: bool = False
+) -> EffectRecord:
     meta = EffectMeta("batch-1", tool_call, "send_message", "tools", "POST", path)
-    response = StoredResponse(200, (("Content-Type", "application/json"),), orjson.dumps(answer))
+    headers: tuple[tuple[str, str], ...] = (("Content-Type", "application/json"),)
+    if failed:  # as the proxy records a tool's error (effects/envelope.py)
+        headers = (*headers, (ANSWER_FAILED_HEADER, "true"))
+    response = StoredResponse(200, headers, orjson.dumps(answer))
     key = RecordKey("bot", f"tc:batch-1:{tool_call}:d-0")
     return EffectRecord(key, RecordState.COMPLETED, 1, "fp", meta, response=response)
 
@@ -103,19 +114,15 @@ def test_an_answer_without_the_value_is_a_policy_to_fix() -> None:
 
 def test_a_compensation_whose_tool_answered_an_error_is_not_done() -> None:
     failed = {"jsonrpc": "2.0", "id": COMPENSATION_ID, "result": {"isError": True, "content": []}}
-    done = record("/mcp#delete_message", failed, tool_call="compensate:call-1")
-    assert answer_failed(done)
+    done = record("/mcp#delete_message", failed, tool_call="compensate:call-1", failed=True)
+    assert done.failed
     item = Compensator({"tools": POLICY}, NothingSent()).plan_item(
         record("/mcp#send_message", SENT), done
     )
     assert item.undo.state is UndoState.PLANNED
     ok = record("/mcp#delete_message", {"jsonrpc": "2.0", "id": COMPENSATION_ID, "result": {}})
-    assert not answer_failed(ok)
+    assert not ok.failed
     item = Compensator({"tools": POLICY}, NothingSent()).plan_item(
         record("/mcp#send_message", SENT), ok
     )
     assert item.undo.state is UndoState.UNDONE
-
-
-def test_an_http_record_is_never_read_as_a_tool_answer() -> None:
-    assert not answer_failed(record("/v1/refunds", {"error": {"code": 1}}))

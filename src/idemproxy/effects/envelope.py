@@ -30,7 +30,12 @@ from idemproxy.proxy.problems import (
 )
 from idemproxy.proxy.relay import Relayed
 from idemproxy.recorded import readable_body
-from idemproxy.store.records import RecordState, Settlement, StoredResponse
+from idemproxy.store.records import (
+    ANSWER_FAILED_HEADER,
+    RecordState,
+    Settlement,
+    StoredResponse,
+)
 
 # Whether the outcome counts toward the agent's failure streak: an answer that only asks for
 # more input is no failure.
@@ -184,16 +189,16 @@ def _framed(stored: StoredResponse) -> dict[str, Any]:
 
 
 def _completed(status: int, answer: dict[str, Any], route: Route) -> Settlement:
-    response = StoredResponse(status, _JSON_HEADERS, orjson.dumps(answer))
     failed = jsonrpc.error_code(answer) is not None
     failed = failed or jsonrpc.result_of(answer).get("isError") is True
+    headers = (*_JSON_HEADERS, (ANSWER_FAILED_HEADER, "true")) if failed else _JSON_HEADERS
+    response = StoredResponse(status, headers, orjson.dumps(answer))
     return Settlement(
         RecordState.COMPLETED,
         response=response,
         external_id=external_id(response, route),
         reason=f"the tool answered an error: {_message(answer)}" if failed else "",
         ttl_s=route.ttl_s,
-        answer_failed=failed,
     )
 
 

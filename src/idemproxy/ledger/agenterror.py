@@ -100,8 +100,7 @@ async def _first_failed(store: Store, agent: str, control: AgentControl) -> Effe
             record is not None
             and record.fence == attempt.fence
             and record.state is RecordState.COMPLETED
-            and record.response is not None
-            and record.response.status >= 400
+            and record.failed
         ):
             return record
     return None

@@ -131,8 +131,7 @@ def _done(record: EffectRecord) -> bool:
 
 
 def _succeeded(record: EffectRecord) -> bool:
-    response = record.response
-    return record.state is RecordState.COMPLETED and (response is None or response.status < 400)
+    return record.state is RecordState.COMPLETED and not record.failed
 
 
 def _refuse_pending(records: list[EffectRecord]) -> None:

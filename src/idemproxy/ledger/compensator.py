@@ -24,7 +24,6 @@ from idemproxy.encodings import UndecodableBody
 from idemproxy.ledger.compensated import compensated_by
 from idemproxy.ledger.tool_compensation import (
     TOOLS_CALL_HEADERS,
-    answer_failed,
     called_tool,
     tool_call_body,
 )
@@ -254,7 +253,7 @@ def _status(record: EffectRecord) -> int:
 
 
 def _ok(record: EffectRecord) -> bool:
-    return _status(record) < 400 and not answer_failed(record)
+    return not record.failed
 
 
 def _values(record: EffectRecord, route: Route) -> Values:

@@ -46,13 +46,12 @@ class Scope(StrEnum):
 
 def succeeded(record: EffectRecord) -> bool:
     """Completed with a success that stands (not undone by a compensation)."""
-    status = record.status
-    return record.state is RecordState.COMPLETED and status < 400 and not compensated_by(record)
+    completed = record.state is RecordState.COMPLETED
+    return completed and not record.failed and not compensated_by(record)
 
 
 def _failed(record: EffectRecord) -> bool:
-    status = record.status
-    return record.state is RecordState.COMPLETED and status >= 400 and not compensated_by(record)
+    return record.failed and not compensated_by(record)
 
 
 def last_external(records: Sequence[EffectRecord]) -> EffectRecord | None:

@@ -216,7 +216,7 @@ def _freeable(record: EffectRecord | None, fence: int) -> Freed:
         return Freed.MOVED_ON
     if record.state is RecordState.UNKNOWN:
         return Freed.UNKNOWN
-    if record.state is RecordState.COMPLETED and _status(record) >= 400:
+    if record.failed:
         return Freed.FREED
     return Freed.MOVED_ON
 

@@ -2,8 +2,9 @@
 
 A record's state says where its effect stands::
 
-    completed, status < 400   completed action (its external id, if the route names one)
-    completed, status >= 400  failed action, not retryable: a repeat replays the failure
+    completed, succeeded      completed action (its external id, if the route names one)
+    completed, failed         failed action (an error status, or an MCP tool's error), not
+                              retryable: a repeat replays the failure
     completed, compensated    compensated: undone by its compensation; a repeat gets a 409
     not_applied               failed action, retryable: a repeat is forwarded again
     in_flight                 pending: an attempt holds the key now
@@ -54,6 +55,9 @@ class BatchAction:
     lease_expires_ms: int = 0
     archived: bool = False  # the record expired: this is its outcome as the archive keeps it
     compensated_by: str = ""  # the compensation that undid it
+    # Completed with an answer that reports a failure: an error status, or an MCP tool's error
+    # (EffectRecord.failed); a repeat replays it.
+    failed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +106,7 @@ def batch_action(record: EffectRecord) -> BatchAction:
         status=status,
         external_id=record.external_id,
         reason=record.reason,
+        failed=record.failed,
         retryable=record.state is RecordState.NOT_APPLIED,
         attempts=record.attempts,
         updated_ms=record.updated_ms,
@@ -123,6 +128,8 @@ def archived_action(agent: str, outcome: ArchivedOutcome) -> BatchAction:
         status=outcome.status,
         external_id=outcome.external_id,
         reason=outcome.reason,
+        # The archive keeps the status alone: an MCP tool's error shows as the 200 it came with.
+        failed=outcome.state is RecordState.COMPLETED and outcome.status >= 400,
         retryable=outcome.state is RecordState.NOT_APPLIED or outcome.status >= 400,
         attempts=outcome.attempts,
         updated_ms=outcome.updated_ms,
@@ -155,7 +162,7 @@ def batch_progress(
             unknown.append(action)
         elif action.compensated_by:
             compensated.append(action)
-        elif action.state is RecordState.NOT_APPLIED or action.status >= 400:
+        elif action.state is RecordState.NOT_APPLIED or action.failed:
             failed.append(action)
         else:
             completed.append(action)

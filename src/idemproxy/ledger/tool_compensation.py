@@ -51,18 +51,6 @@ def tool_call_body(record: EffectRecord, compensation: ToolCompensation) -> byte
     return orjson.dumps(message)
 
 
-def answer_failed(record: EffectRecord) -> bool:
-    """True when a tool call's recorded answer reports a failure its status does not: a
-    JSON-RPC error or an ``isError`` result, both answered 200."""
-    if record.response is None or called_tool(record.meta.path) is None:
-        return False
-    try:
-        answer: Any = orjson.loads(readable_body(record.response, MAX_ANSWER_BYTES))
-    except (UndecodableBody, orjson.JSONDecodeError):
-        return False
-    return isinstance(answer, dict) and failed(answer)
-
-
 def failed(answer: dict[str, Any]) -> bool:
     """Whether a JSON-RPC answer reports a failure."""
     return jsonrpc.error_code(answer) is not None or (

@@ -55,6 +55,12 @@ class RecordKey:
         return f"{self.agent}/{self.effect_id}"
 
 
+# Marks a recorded answer that reports a failure its status does not: an MCP tool's isError
+# result or a JSON-RPC error, both sent with 200. Kept among the record's headers, which a
+# JSON-RPC replay never passes on (effects/envelope.py), so stores need no field for it.
+ANSWER_FAILED_HEADER = "Idem-Answer-Failed"
+
+
 @dataclass(frozen=True, slots=True)
 class StoredResponse:
     """What a replay answers with. Headers are already allow-listed; secrets never get here."""
@@ -63,6 +69,12 @@ class StoredResponse:
     headers: tuple[tuple[str, str], ...]
     body: bytes
     body_truncated: bool = False
+
+    @property
+    def failed(self) -> bool:
+        """The answer reports a failure: an error status, or the mark of one its status does
+        not show (ANSWER_FAILED_HEADER)."""
+        return self.status >= 400 or any(name == ANSWER_FAILED_HEADER for name, _ in self.headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +108,15 @@ class EffectRecord:
     def status(self) -> int:
         """The recorded answer's HTTP status; 0 while none is recorded."""
         return self.response.status if self.response is not None else 0
+
+    @property
+    def failed(self) -> bool:
+        """Completed with an answer that reports a failure (StoredResponse.failed)."""
+        return (
+            self.state is RecordState.COMPLETED
+            and self.response is not None
+            and self.response.failed
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,9 +199,6 @@ class Settlement:
     # > 0: count this outcome in the agent's failure streak, and pause the agent when a failure
     # makes the streak this long (store/control.py).
     pause_after_failures: int = 0
-    # The answer reports a failure its HTTP status does not show: an MCP tool's ``isError``
-    # result or a JSON-RPC error, both sent with 200. The effect is done, and it failed.
-    answer_failed: bool = False
 
     def __post_init__(self) -> None:
         if self.state is RecordState.IN_FLIGHT:
@@ -197,9 +215,7 @@ class Settlement:
 
     def event_type(self) -> EventType:
         if self.state is RecordState.COMPLETED:
-            failed = self.answer_failed or (
-                self.response is not None and self.response.status >= 400
-            )
+            failed = self.response is not None and self.response.failed
             return EventType.FAILED if failed else EventType.COMPLETED
         if self.state is RecordState.UNKNOWN:
             return EventType.UNKNOWN
