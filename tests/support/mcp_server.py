@@ -1,0 +1,91 @@
+"""A remote MCP server built with the official Python SDK, counting each tool execution.
+
+Run as its own process by end-to-end tests, ``python -m tests.support.mcp_server PORT MODE``,
+with MODE ``session`` (the session revision: ``Mcp-Session-Id``, answers as SSE streams) or
+``stateless`` (every request on its own, JSON answers). The MCP endpoint is ``/mcp``; the
+counts of executions are read back from ``GET /_executions`` (JSON ``{tool: count}``), a plain
+route of the same app, so a test in another process can tell an executed call from a replay.
+
+Tools:
+- ``send_message(text)``: the side effect; answers ``{"id": n, "text": text}``, n its count.
+- ``read_count()``: read-only (``readOnlyHint``); answers how many messages were sent.
+- ``slow_send(text, ms)``: counted first, answered ``ms`` milliseconds later, so a test can
+  cut the stream, or pile concurrent duplicates onto one execution.
+- ``fail_send(text)``: counted, then raises: the SDK answers ``isError: true``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections import Counter
+from typing import Any
+
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+MODES = ("session", "stateless")
+EXECUTIONS: Counter[str] = Counter()
+
+
+def build_server() -> MCPServer:
+    server = MCPServer("idemproxy-test-tools")
+
+    @server.tool()
+    def send_message(text: str) -> dict[str, Any]:
+        """Send a message: a side effect, counted each time it runs."""
+        EXECUTIONS["send_message"] += 1
+        return {"id": EXECUTIONS["send_message"], "text": text}
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def read_count() -> int:
+        """How many messages were sent: reads, changes nothing."""
+        EXECUTIONS["read_count"] += 1
+        return EXECUTIONS["send_message"]
+
+    @server.tool()
+    async def slow_send(text: str, ms: int) -> dict[str, Any]:
+        """Send a message, then take ``ms`` milliseconds to answer."""
+        EXECUTIONS["slow_send"] += 1
+        number = EXECUTIONS["slow_send"]
+        await asyncio.sleep(ms / 1000)
+        return {"id": number, "text": text}
+
+    @server.tool()
+    def fail_send(text: str) -> dict[str, Any]:
+        """Try to send a message and fail after the attempt: an error result, not a crash."""
+        EXECUTIONS["fail_send"] += 1
+        raise ToolError(f"the channel refused {text!r}")
+
+    server.custom_route("/_executions", methods=["GET"])(executions)
+
+    return server
+
+
+async def executions(request: Request) -> Response:
+    """The counts, for a test in another process."""
+    return JSONResponse(dict(EXECUTIONS))
+
+
+def build_app(mode: str) -> Starlette:
+    """The Starlette app of ``mode``: the SDK's two ways of serving streamable HTTP."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    server = build_server()
+    if mode == "session":
+        return server.streamable_http_app(stateless_http=False)
+    return server.streamable_http_app(stateless_http=True, json_response=True)
+
+
+def main(argv: list[str]) -> None:
+    port, mode = int(argv[1]), argv[2]
+    uvicorn.run(build_app(mode), host="127.0.0.1", port=port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
