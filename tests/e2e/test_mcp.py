@@ -225,9 +225,10 @@ async def test_a_session_replay_comes_through_a_fresh_session_and_each_closes_wi
             )
         async with connect(url, "legacy") as other:
             await other.client.list_tools()
+        executions = server.executions()
 
     assert first.structured_content == again.structured_content == {"id": 1, "text": "once"}
-    assert server.executions() == {"send_message": 1}
+    assert executions == {"send_message": 1}
     wire = connection.wire
     [initialize] = [e for e in wire.exchanges if e.rpc_method == "initialize"]
     session = initialize.headers["mcp-session-id"]
