@@ -56,10 +56,14 @@ class Connection:
 
 @contextlib.asynccontextmanager
 async def connect(
-    url: str, mode: str, headers: dict[str, str] | None = None
+    url: str,
+    mode: str,
+    headers: dict[str, str] | None = None,
+    wire: RecordingTransport | None = None,
 ) -> AsyncIterator[Connection]:
-    """A client session to ``url`` in ``mode``, every request carrying ``headers``."""
-    wire = RecordingTransport()
+    """A client session to ``url`` in ``mode``, every request carrying ``headers``, its
+    exchanges recorded in ``wire`` (a new one unless given)."""
+    wire = wire or RecordingTransport()
     timeout = httpx2.Timeout(30, read=60)
     async with httpx2.AsyncClient(transport=wire, headers=headers or {}, timeout=timeout) as http:
         transport = streamable_http_client(url, http_client=http)

@@ -3,8 +3,9 @@
 Run as its own process by end-to-end tests, ``python -m tests.support.mcp_server PORT MODE``,
 with MODE ``session`` (the session revision: ``Mcp-Session-Id``, answers as SSE streams) or
 ``stateless`` (every request on its own, JSON answers). The MCP endpoint is ``/mcp``; the
-counts of executions are read back from ``GET /_executions`` (JSON ``{tool: count}``), a plain
-route of the same app, so a test in another process can tell an executed call from a replay.
+counts of executions are read back from ``GET /_executions`` (JSON ``{tool: count}``), and the
+texts sent from ``GET /_sent`` (JSON ``{text: [execution number, ...]}``), plain routes of the
+same app, so a test in another process can tell an executed call from a replay.
 
 Tools:
 - ``send_message(text)``: the side effect; answers ``{"id": n, "text": text}``, n its count.
@@ -31,6 +32,9 @@ from starlette.responses import JSONResponse, Response
 
 MODES = ("session", "stateless")
 EXECUTIONS: Counter[str] = Counter()
+# Each text a sending tool sent, with the number of each execution that sent it: a text sent
+# twice is an effect that happened twice.
+SENT: dict[str, list[int]] = {}
 
 
 def build_server() -> MCPServer:
@@ -40,6 +44,7 @@ def build_server() -> MCPServer:
     def send_message(text: str) -> dict[str, Any]:
         """Send a message: a side effect, counted each time it runs."""
         EXECUTIONS["send_message"] += 1
+        SENT.setdefault(text, []).append(EXECUTIONS["send_message"])
         return {"id": EXECUTIONS["send_message"], "text": text}
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
@@ -53,6 +58,7 @@ def build_server() -> MCPServer:
         """Send a message, then take ``ms`` milliseconds to answer."""
         EXECUTIONS["slow_send"] += 1
         number = EXECUTIONS["slow_send"]
+        SENT.setdefault(text, []).append(number)
         await asyncio.sleep(ms / 1000)
         return {"id": number, "text": text}
 
@@ -63,6 +69,7 @@ def build_server() -> MCPServer:
         raise ToolError(f"the channel refused {text!r}")
 
     server.custom_route("/_executions", methods=["GET"])(executions)
+    server.custom_route("/_sent", methods=["GET"])(sent)
 
     return server
 
@@ -70,6 +77,11 @@ def build_server() -> MCPServer:
 async def executions(request: Request) -> Response:
     """The counts, for a test in another process."""
     return JSONResponse(dict(EXECUTIONS))
+
+
+async def sent(request: Request) -> Response:
+    """What each text's executions were numbered, for a test in another process."""
+    return JSONResponse(SENT)
 
 
 def build_app(mode: str) -> Starlette:

@@ -41,6 +41,13 @@ class McpServerProcess(UpstreamProcess):
         counts: dict[str, int] = orjson.loads(body)
         return counts
 
+    def sent(self) -> dict[str, list[int]]:
+        """Each text sent, with the number of each execution that sent it."""
+        status, body = http_get(f"{self.url}/_sent", timeout_s=30)
+        assert status == 200, body
+        sent: dict[str, list[int]] = orjson.loads(body)
+        return sent
+
     def count(self, tool: str) -> int:
         return self.executions().get(tool, 0)
 
