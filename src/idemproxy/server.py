@@ -104,6 +104,8 @@ async def _drain(runner: web.AppRunner, state: ProxyState, timeout_s: float) -> 
     state.draining = True
     for site in list(runner.sites):
         await site.stop()
+    for stream in state.streams:
+        stream.cancel()  # an event stream has no end to wait for, and records nothing
     pending = set(state.handlers)
     if pending:
         _, pending = await asyncio.wait(pending, timeout=timeout_s)

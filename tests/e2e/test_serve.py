@@ -302,3 +302,26 @@ async def test_sigterm_ends_within_the_shutdown_timeout_and_records_the_abandone
     with sqlite3.connect(f"{tmp_path}/store.db") as db:
         states = [row[0] for row in db.execute("SELECT state FROM records")]
     assert states == ["unknown"]
+
+
+async def test_sigterm_does_not_wait_for_an_idle_event_stream(
+    tmp_path: Path, upstream: FakeUpstream, policy: Path
+) -> None:
+    """An MCP session's GET stream (or any safe event stream) writes only when the server has
+    something to say: its client may be long gone. It records nothing, so shutdown ends it at
+    once instead of holding the whole shutdown timeout for it."""
+    shutdown_timeout_s = 10.0
+    shutdown = {"IDEMPROXY_SHUTDOWN_TIMEOUT_S": str(shutdown_timeout_s)}
+    store = f"sqlite:///{tmp_path}/store.db"
+    proxy = ServedProxy.for_upstream(tmp_path, f"{upstream.url}/api", policy, store, shutdown)
+    with running(proxy):
+        async with aiohttp.ClientSession() as session:
+            stream = await session.get(f"{proxy.url}/up/sse?events=2&gap_ms=60000")
+            assert stream.headers["Content-Type"].startswith("text/event-stream")
+            await stream.content.readany()  # the stream is open and idle
+            started = time.monotonic()
+            proxy.signal(signal.SIGTERM)
+            assert proxy.wait() == 0
+            stopped_s = time.monotonic() - started
+            stream.close()
+    assert stopped_s < shutdown_timeout_s / 2

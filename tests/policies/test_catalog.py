@@ -33,13 +33,15 @@ def test_the_committed_schema_is_the_models() -> None:
 def test_the_schema_describes_every_policy_and_route_field() -> None:
     schema = policy_schema()
     assert set(schema["properties"]) == {
-        "name", "description", "adapter", "native_window_s", "scope", "routes", "default",
+        "name", "description", "adapter", "native_window_s", "scope", "mcp", "routes", "default",
     }  # fmt: skip
     route = schema["$defs"]["Route"]
     assert route["additionalProperties"] is False
     assert {"native_key", "volatile_fields", "retry", "lease_ms", "ttl_s"} <= set(
         route["properties"]
     )
+    tool = schema["$defs"]["McpTool"]
+    assert set(tool["properties"]) == {"name", "effect", "volatile_arguments", "tool_call_effects"}
 
 
 def test_policies_list_names_every_pack(capsys: pytest.CaptureFixture[str]) -> None:

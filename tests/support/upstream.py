@@ -12,6 +12,11 @@ Endpoints (all under any prefix the test chooses):
 - ``GET|POST /sse?events=N&gap_ms=M``: a text/event-stream of N events.
 - ``GET /big?bytes=N``: N bytes of body.
 - ``GET /headers``: the request headers it received, as JSON.
+- ``POST /mcp``: a JSON-RPC endpoint in MCP's manner, for faults the real SDK server cannot be
+  made to show: a ``tools/call`` counts as an effect and is answered with the count, as JSON,
+  or with ``?sse=1`` as an event stream after a progress notification; ``?cut=1`` cuts that
+  stream before the answer; ``?answer=...`` answers any message with that JSON ``result``.
+  Other messages are answered ``{}`` and not counted.
 - ``GET /_effects``: what was received, for tests in another process.
 """
 
@@ -146,6 +151,31 @@ async def effects(request: web.Request) -> web.Response:
     )
 
 
+async def mcp(request: web.Request) -> web.StreamResponse:
+    message = orjson.loads(await request.read())
+    given = request.query.get("answer")
+    if message.get("method") != "tools/call":
+        result = orjson.loads(given) if given else {}
+        return web.json_response({"jsonrpc": "2.0", "id": message.get("id"), "result": result})
+    await _record(request)
+    count = len(request.app[EFFECTS].effects)
+    result = orjson.loads(given) if given else {"content": [{"type": "text", "text": f"n={count}"}]}
+    answer = orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result})
+    if "sse" not in request.query:
+        return web.Response(body=answer, content_type="application/json")
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
+    await response.write(b"event: message\ndata: " + orjson.dumps(progress) + b"\n\n")
+    if "cut" in request.query:
+        assert request.transport is not None
+        request.transport.close()
+        return response
+    await response.write(b"event: message\ndata: " + answer + b"\n\n")
+    await response.write_eof()
+    return response
+
+
 def build_upstream_app() -> web.Application:
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app[EFFECTS] = EffectLog()
@@ -158,6 +188,7 @@ def build_upstream_app() -> web.Application:
     app.router.add_route("*", "/{prefix:.*}sse", sse)
     app.router.add_route("*", "/{prefix:.*}big", big)
     app.router.add_route("*", "/{prefix:.*}headers", headers)
+    app.router.add_post("/{prefix:.*}mcp", mcp)
     return app
 
 

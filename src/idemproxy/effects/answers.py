@@ -13,6 +13,7 @@ import orjson
 from aiohttp import ClientResponse, web
 from multidict import CIMultiDict
 
+from idemproxy.effects.envelope import HTTP, Envelope
 from idemproxy.effects.outcome import Outcome, outcome_headers
 from idemproxy.proxy.headers import client_response_headers
 from idemproxy.proxy.problems import JSON_CONTENT_TYPE, should_retry_headers
@@ -32,10 +33,13 @@ def done_answer(stored: StoredResponse, outcome: Outcome, effect_key: str) -> we
     return web.Response(status=stored.status, body=stored.body, headers=headers)
 
 
-def replay_response(record: EffectRecord, outcome: Outcome) -> web.Response:
-    """A completed record's answer to a repeat (replayed, coalesced or reconciled)."""
+def replay_response(
+    record: EffectRecord, outcome: Outcome, envelope: Envelope = HTTP
+) -> web.Response:
+    """A completed record's answer to a repeat (replayed, coalesced or reconciled), framed for
+    the repeat: an MCP call's under its own JSON-RPC id."""
     stored = record.response or applied_without_response(record)
-    return done_answer(stored, outcome, str(record.key))
+    return done_answer(envelope.replayed(stored), outcome, str(record.key))
 
 
 def applied_without_response(record: EffectRecord) -> StoredResponse:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from idemproxy.effectkeys import EffectKey
+from idemproxy.effects.envelope import HTTP, Envelope
 from idemproxy.policies.route import Route
 from idemproxy.proxy.upstreams import Target
 
@@ -27,3 +28,5 @@ class EffectContext:
     # Known once claimed: when the effect's first attempt was, by the store's clock. Native keys
     # that carry a time (Bluesky record keys) are cut from it.
     first_attempt_ms: int = 0
+    # How its answers are framed: as the upstream's (HTTP), or as a JSON-RPC request's (MCP).
+    envelope: Envelope = HTTP

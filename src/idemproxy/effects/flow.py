@@ -124,13 +124,13 @@ class EffectFlow:
                 kind = DuplicateKind.COALESCED if waited else DuplicateKind.REPLAYED
                 self._blocked(ctx, kind)
                 outcome = Outcome.COALESCED if waited else Outcome.REPLAYED
-                return replay_response(record, outcome), outcome
+                return replay_response(record, outcome, ctx.envelope), outcome
             if record.state is RecordState.UNKNOWN:
                 # A reconcile re-sends this request, which is not the one in doubt.
                 match await self._reconcile(ctx, record, tried=reconciled or other_request):
                     case Completed(record=completed):
                         outcome = Outcome.RECONCILED
-                        return replay_response(completed, outcome), outcome
+                        return replay_response(completed, outcome, ctx.envelope), outcome
                     case ClaimAgain():
                         reconciled = True
                         continue

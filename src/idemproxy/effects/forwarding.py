@@ -18,7 +18,7 @@ from idemproxy.effects.native import NativeDedupe
 from idemproxy.effects.outcome import Outcome, outcome_headers
 from idemproxy.effects.refusals import upstream_failed
 from idemproxy.effects.settler import Settler
-from idemproxy.effects.status import classify_status, settlement_for
+from idemproxy.effects.status import classify_status
 from idemproxy.errors import RequestRefused
 from idemproxy.metrics import Children, Metrics
 from idemproxy.policies.append import AppendRule
@@ -112,8 +112,10 @@ class Forwarder:
                 async def record(relayed: Relayed) -> None:
                     nonlocal recorded
                     recorded = True  # before the write: a cancelled settle still lands (shield)
-                    settled = settlement_for(state, answer.status, stored_headers, relayed, route)
-                    await self.settler.settle(ctx, fence, settled)
+                    settled, counted = ctx.envelope.settlement(
+                        state, answer.status, stored_headers, relayed, route
+                    )
+                    await self.settler.settle(ctx, fence, settled, counted=counted)
 
                 response, _ = await relay(
                     ctx.request, answer, client_headers, capture, record, self.agent_write_timeout_s

@@ -8,6 +8,7 @@ from typing import Any
 
 from idemproxy.policies.kinds import EffectClass
 from idemproxy.policies.loader import load_policy, shipped_packs
+from idemproxy.policies.mcp import McpRules
 from idemproxy.policies.policy import Policy
 from idemproxy.policies.route import Route
 
@@ -83,8 +84,32 @@ def markdown_route_tables() -> str:
                 f"| `{row.name}` | {row.methods} | {path} | {row.effect} | {native} | {volatile}"
                 f" | {undo} |"
             )
+        if policy.mcp is not None:
+            lines += ["", *mcp_lines(policy.mcp)]
         sections.append("\n".join(lines))
     return "\n\n".join(sections) + "\n"
+
+
+def mcp_lines(rules: McpRules) -> list[str]:
+    """What an MCP policy's ``mcp:`` section says, as Markdown."""
+    lines = [
+        "POSTs carry JSON-RPC messages: a `tools/call` is an external effect unless the tool is"
+        " named safe below; every other message passes unrecorded"
+        + (
+            " (and so does a tool whose tools/list annotations say `readOnlyHint`)."
+            if rules.trust_read_only_hint
+            else "."
+        )
+        + " JSON-RPC errors "
+        + ", ".join(str(code) for code in rules.not_applied_errors)
+        + " mean the tool never ran.",
+    ]
+    if rules.tools:
+        lines += ["", "| tool | effect | volatile arguments |", "|---|---|---|"]
+        for tool in rules.tools:
+            volatile = f"`{', '.join(tool.volatile_arguments)}`" if tool.volatile_arguments else ""
+            lines.append(f"| `{tool.name}` | {tool.effect} | {volatile} |")
+    return lines
 
 
 def policy_schema() -> dict[str, Any]:

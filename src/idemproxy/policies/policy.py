@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 
 from idemproxy.policies.document import Frozen, LocatedError
 from idemproxy.policies.kinds import AdapterName
+from idemproxy.policies.mcp import McpRules
 from idemproxy.policies.route import Route
 from idemproxy.policies.scope import Scope
 from idemproxy.policies.templates import methods_cover, template_covers
@@ -42,6 +43,8 @@ class Policy(Frozen):
     # How long the upstream deduplicates a native key; unset: the adapter's default.
     native_window_s: Annotated[int, Field(ge=1)] | None = None
     scope: Scope = Scope()
+    # Set for an MCP server: its POSTs are classified by their JSON-RPC message (policies/mcp.py).
+    mcp: McpRules | None = None
     routes: tuple[Route, ...] = ()
     default: Route
 

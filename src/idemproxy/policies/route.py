@@ -63,14 +63,14 @@ class Route(Frozen):
     @classmethod
     def _pointers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for pointer in value:
-            _check_pointer(pointer)
+            check_pointer(pointer)
         return value
 
     @field_validator("external_id")
     @classmethod
     def _external_id_pointer(cls, value: str | None) -> str | None:
         if value is not None:
-            _check_pointer(value)
+            check_pointer(value)
             if WILDCARD in pointer_tokens(value):
                 raise ValueError(
                     f"external_id {value!r} must name one value: '*' is for volatile_fields"
@@ -142,7 +142,7 @@ class Route(Frozen):
             seen.add(name)
 
 
-def _check_pointer(pointer: str) -> None:
+def check_pointer(pointer: str) -> None:
     if not _POINTER.match(pointer):
         raise ValueError(
             f"{pointer!r} is not a JSON pointer (RFC 6901): write it like '/nonce' or"

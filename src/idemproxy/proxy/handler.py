@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 
 from aiohttp import web
 
+from idemproxy import jsonrpc
 from idemproxy.effectkeys import (
     ACTION_HEADER,
     AGENT_HEADER,
@@ -22,28 +24,23 @@ from idemproxy.effectkeys import (
 )
 from idemproxy.effects.audit import AutoAction, automatic
 from idemproxy.effects.context import EffectContext
-from idemproxy.effects.outcome import Outcome, outcome_headers
+from idemproxy.effects.envelope import HTTP, SESSION_HEADER, Envelope, JsonRpcEnvelope
+from idemproxy.effects.outcome import Outcome
 from idemproxy.effects.paused import COMPENSATES_HEADER, PauseGate
-from idemproxy.effects.refusals import store_unavailable, upstream_failed
+from idemproxy.effects.refusals import store_unavailable
 from idemproxy.effects.seal import SEAL_HEADER, forged_compensation
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.fingerprint import fingerprint
+from idemproxy.jsonrpc import Message
 from idemproxy.logs import info_fields
+from idemproxy.mcpcalls import McpClassifier, missing_key
 from idemproxy.metrics import Children
 from idemproxy.policies.kinds import EffectClass
 from idemproxy.policies.route import Route
 from idemproxy.proxy.body import decoded_body, read_body
-from idemproxy.proxy.endpoints import (
-    ask_identity_encoding,
-    rewrites_endpoints,
-    rewritten_response,
-)
-from idemproxy.proxy.forward import UpstreamFailure
-from idemproxy.proxy.headers import client_response_headers, upstream_request_headers
-from idemproxy.proxy.problems import problem_response
-from idemproxy.proxy.relay import relay
-from idemproxy.proxy.retry import exchange_retried
-from idemproxy.proxy.state import CLIENT_SESSION, EFFECT_FLOW, ProxyState
+from idemproxy.proxy.problems import JSON_CONTENT_TYPE
+from idemproxy.proxy.state import EFFECT_FLOW, ProxyState
+from idemproxy.proxy.unrecorded import UnrecordedForwarder
 from idemproxy.proxy.upstreams import Target, resolve_target
 from idemproxy.scopes import request_scope, scoped
 from idemproxy.store.errors import StoreError
@@ -51,6 +48,8 @@ from idemproxy.storeguard import StoreGuard
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("idemproxy.access")
+# How a request's refusal is framed, once its message is known to be a JSON-RPC request.
+ENVELOPE = web.RequestKey("envelope", Envelope)
 
 
 def key_headers(request: web.Request) -> KeyHeaders:
@@ -63,6 +62,18 @@ def key_headers(request: web.Request) -> KeyHeaders:
         action=h.get(ACTION_HEADER),
         idempotency_key=h.get(IDEMPOTENCY_KEY_HEADER),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Effect:
+    """What identifies one effect request, as its route and kind of upstream read it."""
+
+    route: Route
+    headers: KeyHeaders
+    raw_body: bytes  # as sent: what a compensation's seal covers
+    body: bytes  # content coding undone
+    fingerprint: str
+    envelope: Envelope = HTTP
 
 
 async def _admit(guard: StoreGuard) -> None:
@@ -79,6 +90,12 @@ class ProxyHandler:
         self._answered = Children(state.metrics.requests)
         self._upstream_durations = Children(state.metrics.upstream_request_duration)
         self._pauses = PauseGate(state.store.read_control)
+        self._unrecorded = UnrecordedForwarder(state)
+        self._classifiers = {
+            upstream.name: McpClassifier(upstream.policy.mcp)
+            for upstream in state.upstreams.values()
+            if upstream.policy.mcp is not None
+        }
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
@@ -99,13 +116,7 @@ class ProxyHandler:
         except RequestRefused as refusal:
             outcome = refusal.code
             effect_key = refusal.effect_key
-            response = problem_response(
-                refusal.code,
-                refusal.detail,
-                effect_key=refusal.effect_key,
-                retry_after_s=refusal.retry_after_s,
-                extra=refusal.extra,
-            )
+            response = request.get(ENVELOPE, HTTP).refusal(refusal)
         finally:
             metrics.inflight_requests.dec()
             self.state.handlers.discard(task)
@@ -129,23 +140,14 @@ class ProxyHandler:
     async def _dispatch(
         self, request: web.Request, target: Target, route: Route
     ) -> tuple[web.StreamResponse, Outcome, str | None]:
-        state = self.state
         if route.effect is EffectClass.SAFE:
-            response = await self._forward_unrecorded(request, target, route, streamed=True)
+            response = await self._unrecorded.forward(request, target, route, streamed=True)
             return response, Outcome.FORWARDED, None
-        headers = key_headers(request)
-        if state.draining:
-            raise RequestRefused(
-                ProblemCode.SHUTTING_DOWN,
-                "this proxy is shutting down and takes no new effects; retry against its"
-                " replacement",
-                retry_after_s=1,
-            )
-        agent = resolve_agent(headers, state.config.agent_id, state.config.allow_agent_header)
         raw_body = await read_body(request, route.max_body_bytes)
-        # Sealed as sent, before decoding.
-        operator = await self._compensation(request, raw_body, agent)
         body = decoded_body(request, raw_body, route.max_body_bytes)
+        classifier = self._classifiers.get(target.upstream.name)
+        if classifier is not None and request.method == "POST":
+            return await self._mcp_message(request, target, route, classifier, raw_body, body)
         request_fingerprint = fingerprint(
             request.method,
             target.upstream.name,
@@ -155,19 +157,98 @@ class ProxyHandler:
             request.headers.get("Content-Type", ""),
             route.volatile_fields,
         )
-        key = resolve_effect_key(headers, route, agent, request_fingerprint)
+        effect = Effect(route, key_headers(request), raw_body, body, request_fingerprint)
+        return await self._effect(request, target, effect)
+
+    async def _mcp_message(
+        self,
+        request: web.Request,
+        target: Target,
+        route: Route,
+        classifier: McpClassifier,
+        raw_body: bytes,
+        body: bytes,
+    ) -> tuple[web.StreamResponse, Outcome, str | None]:
+        """An MCP server's message (mcpcalls.py): a tool call that acts is an effect, keyed by
+        its tool call and arguments; anything else is forwarded as it came."""
+        message = jsonrpc.parse(body)
+        envelope: Envelope = HTTP
+        if isinstance(message, Message) and message.is_request:
+            envelope = JsonRpcEnvelope(
+                message.id,
+                request.headers.get(SESSION_HEADER),
+                classifier.rules.not_applied_errors,
+                route.max_recorded_bytes,
+            )
+            request[ENVELOPE] = envelope  # refusals answer as JSON-RPC errors
+        headers = key_headers(request)
+        call = None if message is None else classifier.tool_call(message, route, headers)
+        if call is None:
+            inspect = classifier.inspector(message)
+            response = await self._unrecorded.forward(
+                request,
+                target,
+                classifier.rpc_route(route),
+                streamed=False,
+                body=raw_body,
+                inspect=inspect,
+            )
+            return response, Outcome.FORWARDED, None
+        request_fingerprint = fingerprint(
+            "POST",
+            target.upstream.name,
+            target.path,
+            "",
+            call.identity,
+            JSON_CONTENT_TYPE,
+            call.volatile_fields,
+        )
+        effect = Effect(call.route, call.headers, raw_body, body, request_fingerprint, envelope)
+        try:
+            return await self._effect(request, target, effect)
+        except RequestRefused as refusal:
+            if refusal.code is ProblemCode.MISSING_IDEMPOTENCY_KEY:
+                raise missing_key(call.tool) from None
+            raise
+
+    async def _effect(
+        self, request: web.Request, target: Target, effect: Effect
+    ) -> tuple[web.StreamResponse, Outcome, str | None]:
+        """Run the exactly-once flow for one effect, or forward it unprotected where its route
+        lets a request without a key through."""
+        state, route = self.state, effect.route
+        if state.draining:
+            raise RequestRefused(
+                ProblemCode.SHUTTING_DOWN,
+                "this proxy is shutting down and takes no new effects; retry against its"
+                " replacement",
+                retry_after_s=1,
+            )
+        agent = resolve_agent(
+            effect.headers, state.config.agent_id, state.config.allow_agent_header
+        )
+        # Sealed as sent, before decoding.
+        operator = await self._compensation(request, effect.raw_body, agent)
+        key = resolve_effect_key(effect.headers, route, agent, effect.fingerprint)
         key = scoped(key, request_scope(target.upstream.policy.scope, request.headers))
         if key is None:
             await self._pauses.check(agent)
-            response = await self._forward_unrecorded(
-                request, target, route, streamed=False, body=body
+            response = await self._unrecorded.forward(
+                request, target, route, streamed=False, body=effect.body
             )
             return response, Outcome.PASSTHROUGH, None
         if key.source is KeySource.CONTENT:
             # One effect per content for the window: its record lives exactly that long.
             route = route.model_copy(update={"ttl_s": route.content_window_s})
         context = EffectContext(
-            request, target, route, key, body, request_fingerprint, operator=operator
+            request,
+            target,
+            route,
+            key,
+            effect.body,
+            effect.fingerprint,
+            operator=operator,
+            envelope=effect.envelope,
         )
         guard = state.guard
         try:
@@ -199,55 +280,3 @@ class ProxyHandler:
         entry = automatic(agent, AutoAction.FORGED_COMPENSATION, compensates, "", "refused", note)
         await request.app[EFFECT_FLOW].audit.write(entry)
         raise forged_compensation()
-
-    async def _forward_unrecorded(
-        self,
-        request: web.Request,
-        target: Target,
-        route: Route,
-        *,
-        streamed: bool,
-        body: bytes | None = None,
-    ) -> web.StreamResponse:
-        """Forward without a record: reads (retried per the route), and effects a route lets
-        through unprotected."""
-        if route.retry is not None and streamed:
-            # A request that may be sent again is read first; safe routes are small reads.
-            body = await read_body(request, route.max_body_bytes) if request.body_exists else None
-            streamed = False
-        headers = upstream_request_headers(request.headers, keep_length=streamed)
-        if body is not None and route.effect is not EffectClass.SAFE:
-            headers.popall("Content-Encoding", None)  # the body was decoded on arrival
-        rewriting = rewrites_endpoints(target)
-        if rewriting:
-            ask_identity_encoding(headers)
-        payload = (request.content if request.body_exists else None) if streamed else body
-        started = time.perf_counter()
-        try:
-            sending = exchange_retried(
-                request.app[CLIENT_SESSION],
-                request.method,
-                target.url,
-                headers,
-                payload,
-                target.upstream.timeout,
-                route.retry,
-            )
-            async with sending as answer:
-                self._upstream_durations(target.upstream.name).observe(
-                    time.perf_counter() - started
-                )
-                client_headers = client_response_headers(answer.headers)
-                client_headers.extend(outcome_headers(Outcome.FORWARDED, None))
-                if rewriting:
-                    return await rewritten_response(request, target, answer, client_headers)
-                response, _ = await relay(
-                    request,
-                    answer,
-                    client_headers,
-                    capture_limit=None,
-                    write_timeout_s=self.state.config.agent_write_timeout_s,
-                )
-                return response
-        except UpstreamFailure as failure:
-            raise upstream_failed(failure) from failure

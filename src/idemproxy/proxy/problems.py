@@ -7,12 +7,17 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from idemproxy import jsonrpc
 from idemproxy.encodings import ACCEPTED
 from idemproxy.errors import ProblemCode
+from idemproxy.jsonrpc import RequestId
 
 PROBLEM_TYPE_BASE = "https://idemproxy.dev/problems/"
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 JSON_CONTENT_TYPE = "application/json"
+# The JSON-RPC error code of every refusal of the proxy's own, in the range JSON-RPC leaves to
+# implementations (-32000 to -32099); ``error.data.code`` says which refusal it is.
+PROXY_REFUSED_ERROR = -32030
 
 _STATUS: dict[ProblemCode, tuple[int, str]] = {
     ProblemCode.MISSING_IDEMPOTENCY_KEY: (400, "Missing idempotency key"),
@@ -74,6 +79,44 @@ def problem_response(
     retry_after_s: int | None = None,
     extra: dict[str, Any] | None = None,
 ) -> web.Response:
+    status, document, headers = _problem(code, detail, effect_key, retry_after_s, extra)
+    return web.Response(
+        status=status,
+        body=orjson.dumps(document),
+        content_type=PROBLEM_CONTENT_TYPE,
+        headers=headers,
+    )
+
+
+def jsonrpc_problem_response(
+    request_id: RequestId,
+    code: ProblemCode,
+    detail: str,
+    *,
+    effect_key: str | None = None,
+    retry_after_s: int | None = None,
+    extra: dict[str, Any] | None = None,
+) -> web.Response:
+    """The refusal of a JSON-RPC request: the same status and headers as a problem document,
+    with the document carried as the ``data`` of a JSON-RPC error answering ``request_id``. An
+    MCP client reads a JSON-RPC error from a non-2xx answer and hands it to the call that sent
+    the request; a problem document it would only report as "the server returned an error"."""
+    status, document, headers = _problem(code, detail, effect_key, retry_after_s, extra)
+    return web.Response(
+        status=status,
+        body=jsonrpc.error(request_id, PROXY_REFUSED_ERROR, detail, {"code": code, **document}),
+        content_type=JSON_CONTENT_TYPE,
+        headers=headers,
+    )
+
+
+def _problem(
+    code: ProblemCode,
+    detail: str,
+    effect_key: str | None,
+    retry_after_s: int | None,
+    extra: dict[str, Any] | None,
+) -> tuple[int, dict[str, Any], dict[str, str]]:
     status, title = _STATUS[code]
     document: dict[str, Any] = {
         "type": PROBLEM_TYPE_BASE + code,
@@ -94,9 +137,4 @@ def problem_response(
         headers["Accept-Encoding"] = ACCEPTED  # what to send instead (RFC 9110 section 12.5.3)
     if code is ProblemCode.UNSUPPORTED_MEDIA_TYPE:
         headers["Accept"] = JSON_CONTENT_TYPE  # likewise (RFC 9110 section 15.5.16)
-    return web.Response(
-        status=status,
-        body=orjson.dumps(document),
-        content_type=PROBLEM_CONTENT_TYPE,
-        headers=headers,
-    )
+    return status, document, headers

@@ -35,6 +35,8 @@ class ProxyState:
     draining: bool = False
     # The tasks of the requests being handled, so shutdown can wait for them and then cancel.
     handlers: set[asyncio.Task[Any]] = field(default_factory=set)
+    # Those of them relaying an event stream that makes no record: cancelled as shutdown starts.
+    streams: set[asyncio.Task[Any]] = field(default_factory=set)
 
 
 PROXY_STATE = web.AppKey("proxy_state", ProxyState)

@@ -178,6 +178,9 @@ class Settlement:
     # > 0: count this outcome in the agent's failure streak, and pause the agent when a failure
     # makes the streak this long (store/control.py).
     pause_after_failures: int = 0
+    # The answer reports a failure its HTTP status does not show: an MCP tool's ``isError``
+    # result or a JSON-RPC error, both sent with 200. The effect is done, and it failed.
+    answer_failed: bool = False
 
     def __post_init__(self) -> None:
         if self.state is RecordState.IN_FLIGHT:
@@ -194,7 +197,9 @@ class Settlement:
 
     def event_type(self) -> EventType:
         if self.state is RecordState.COMPLETED:
-            failed = self.response is not None and self.response.status >= 400
+            failed = self.answer_failed or (
+                self.response is not None and self.response.status >= 400
+            )
             return EventType.FAILED if failed else EventType.COMPLETED
         if self.state is RecordState.UNKNOWN:
             return EventType.UNKNOWN
