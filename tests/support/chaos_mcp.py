@@ -25,15 +25,13 @@ import aiohttp
 import orjson
 
 from tests.support.agents import Answer, Verdict, verdict
-from tests.support.mcp_agent import Key, connect
+from tests.support.mcp_agent import Key, connect, stateless_call, stateless_headers
 from tests.support.mcp_upstream import MCP_PATH
 from tests.support.mcp_wire import RecordingTransport
 
-PROTOCOL = "2026-07-28"
 TOOL = "slow_send"
 MAX_SLOW_MS = 300
 REQUEST_TIMEOUT_S = 15.0
-CLIENT_INFO = {"name": "idemproxy-chaos", "version": "0"}
 
 
 def write_mcp_config(
@@ -73,25 +71,11 @@ class McpCall:
         return {"text": self.text, "ms": random.Random(self.text).randint(0, MAX_SLOW_MS)}
 
     def message(self, request_id: str) -> dict[str, Any]:
-        meta = {
-            "dev.idemproxy/batch": self.batch,
-            "dev.idemproxy/toolCall": self.call,
-            "io.modelcontextprotocol/protocolVersion": PROTOCOL,
-            "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
-            "io.modelcontextprotocol/clientCapabilities": {},
-        }
-        params = {"_meta": meta, "name": TOOL, "arguments": self.arguments}
-        return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+        meta = {"dev.idemproxy/batch": self.batch, "dev.idemproxy/toolCall": self.call}
+        return stateless_call(TOOL, self.arguments, request_id, meta)
 
     def headers(self) -> dict[str, str]:
-        return {
-            "Idem-Agent": self.agent,
-            "Accept": "application/json, text/event-stream",
-            "Content-Type": "application/json",
-            "Mcp-Protocol-Version": PROTOCOL,
-            "Mcp-Method": "tools/call",
-            "Mcp-Name": TOOL,
-        }
+        return {"Idem-Agent": self.agent, **stateless_headers(TOOL)}
 
 
 @dataclass

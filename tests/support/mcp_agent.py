@@ -25,6 +25,8 @@ from mcp.types import CallToolResult, RequestParamsMeta
 from tests.support.mcp_wire import RecordingTransport
 
 KEYINGS = ("headers", "meta")
+PROTOCOL = "2026-07-28"  # the stateless revision, which "auto" speaks to this SDK's servers
+CLIENT_INFO = {"name": "idemproxy-tests", "version": "0"}
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,31 @@ async def call(
     """One keyed call in a session of its own, as an agent restarted from scratch makes it."""
     async with connect(url, mode, key.headers()) as connection:
         return await connection.client.call_tool(tool, arguments, meta=key.meta())
+
+
+def stateless_call(
+    tool: str, arguments: dict[str, Any], request_id: object, meta: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A tools/call as ``mcp.Client`` in "auto" mode puts it, with ``meta`` in its ``_meta``."""
+    envelope = {
+        **(meta or {}),
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+        "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    params = {"_meta": envelope, "name": tool, "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def stateless_headers(tool: str) -> dict[str, str]:
+    """The headers "auto" mode sends with a tools/call of ``tool``."""
+    return {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Mcp-Protocol-Version": PROTOCOL,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": tool,
+    }
 
 
 def outcome(result: CallToolResult) -> dict[str, Any]:

@@ -13,6 +13,8 @@ Tools:
 - ``slow_send(text, ms)``: counted first, answered ``ms`` milliseconds later, so a test can
   cut the stream, or pile concurrent duplicates onto one execution.
 - ``fail_send(text)``: counted, then raises: the SDK answers ``isError: true``.
+- ``refuse_send(text, code)``: counted, then answers the JSON-RPC error ``code`` (an
+  ``MCPError``), so a test can tell an error that frees a call's key from one that is recorded.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 from mcp.types import ToolAnnotations
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -67,6 +70,12 @@ def build_server() -> MCPServer:
         """Try to send a message and fail after the attempt: an error result, not a crash."""
         EXECUTIONS["fail_send"] += 1
         raise ToolError(f"the channel refused {text!r}")
+
+    @server.tool()
+    def refuse_send(text: str, code: int) -> dict[str, Any]:
+        """Try to send a message and answer a JSON-RPC error instead of a result."""
+        EXECUTIONS["refuse_send"] += 1
+        raise MCPError(code, f"refused {text!r}")
 
     server.custom_route("/_executions", methods=["GET"])(executions)
     server.custom_route("/_sent", methods=["GET"])(sent)

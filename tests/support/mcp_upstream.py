@@ -19,6 +19,7 @@ mcp:
     - name: send_message
     - name: slow_send
     - name: fail_send
+    - name: refuse_send
   trust_read_only_hint: false
 routes:
   - {name: stream, match: {methods: [GET, DELETE, HEAD, OPTIONS]}, effect: safe}
