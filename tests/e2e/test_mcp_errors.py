@@ -146,3 +146,31 @@ async def test_a_key_given_as_the_call_s_idempotency_key_parameter_acts_once(
     assert (again[0], again[1]["Idem-Outcome"], again[2]["id"]) == (200, "replayed", "k2")
     assert again[1]["Idempotent-Replayed"] == "true"
     assert again[2]["result"] == first[2]["result"]
+
+
+async def test_an_input_required_round_leaves_the_key_free_and_the_round_that_sends_is_kept(
+    stateless: tuple[McpServerProcess, ServedProxy],
+) -> None:
+    """The SDK's client answers ``input_required`` by calling again with the ``requestState``:
+    the same tool, arguments and key. Recorded, the first round would be replayed to it for
+    ever; the round that sent is what a later repeat gets."""
+    server, proxy = stateless
+    key = Key("batch-confirm", "call-1")
+    url = client_url(proxy)
+    async with connect(url, "auto") as first:
+        sent = await first.client.call_tool("confirm_send", {"text": "ok"}, meta=key.meta())
+    async with connect(url, "auto") as again:
+        await again.client.list_tools()
+        repeat = await again.client.call_tool("confirm_send", {"text": "ok"}, meta=key.meta())
+
+    assert server.executions() == {"confirm_asked": 1, "confirm_send": 1}
+    assert repeat.content == sent.content
+    assert "requestState" not in str(sent.content)
+    asked, sending = first.wire.tool_calls("confirm_send")
+    assert asked.response is not None
+    assert asked.response["result"]["resultType"] == "input_required"
+    assert [e.headers["idem-outcome"] for e in (asked, sending)] == ["forwarded", "forwarded"]
+    [replay] = again.wire.tool_calls("confirm_send")
+    assert replay.headers["idem-outcome"] == "replayed"
+    assert replay.response is not None
+    assert replay.response["id"] == replay.request["id"]

@@ -13,6 +13,8 @@ Tools:
 - ``slow_send(text, ms)``: counted first, answered ``ms`` milliseconds later, so a test can
   cut the stream, or pile concurrent duplicates onto one execution.
 - ``fail_send(text)``: counted, then raises: the SDK answers ``isError: true``.
+- ``confirm_send(text)``: (stateless revision) answers ``input_required`` first; the retry that
+  carries its ``requestState`` is counted and answered.
 - ``refuse_send(text, code)``: counted, then answers the JSON-RPC error ``code`` (an
   ``MCPError``), so a test can tell an error that frees a call's key from one that is recorded.
 """
@@ -25,10 +27,10 @@ from collections import Counter
 from typing import Any
 
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
-from mcp.types import ToolAnnotations
+from mcp.types import InputRequiredResult, ToolAnnotations
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -76,6 +78,16 @@ def build_server() -> MCPServer:
         """Try to send a message and answer a JSON-RPC error instead of a result."""
         EXECUTIONS["refuse_send"] += 1
         raise MCPError(code, f"refused {text!r}")
+
+    @server.tool(structured_output=False)
+    def confirm_send(text: str, ctx: Context) -> dict[str, Any] | InputRequiredResult:
+        """Send a message once the client confirmed: the first round only asks for more input
+        (the stateless revision's multi-round call), the round that carries the state sends."""
+        if ctx.request_state is None:
+            EXECUTIONS["confirm_asked"] += 1
+            return InputRequiredResult(request_state="confirm")
+        EXECUTIONS["confirm_send"] += 1
+        return {"id": EXECUTIONS["confirm_send"], "text": text}
 
     server.custom_route("/_executions", methods=["GET"])(executions)
     server.custom_route("/_sent", methods=["GET"])(sent)

@@ -20,6 +20,7 @@ mcp:
     - name: slow_send
     - name: fail_send
     - name: refuse_send
+    - name: confirm_send
   trust_read_only_hint: false
 routes:
   - {name: stream, match: {methods: [GET, DELETE, HEAD, OPTIONS]}, effect: safe}
