@@ -1,6 +1,7 @@
 """Never twice, never lost, for MCP tool calls: agents (raw JSON-RPC shaped as the SDK sends it,
-and the official ``mcp.Client``) through two proxies on one Redis, while the proxies are killed,
-stopped and paused and Redis is killed, audited against the MCP server's record of what it sent.
+and the official ``mcp.Client`` in both revisions) through two proxies on one Redis, while the
+proxies are killed, stopped and paused and Redis is killed, audited against the MCP server's
+record of what it sent.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ PROFILE = McpChaosProfile(
 async def test_mcp_tool_calls_through_two_proxies_under_faults_are_never_sent_twice(
     tmp_path: Path,
 ) -> None:
-    server = McpServerProcess(tmp_path, "stateless")
+    server = McpServerProcess(tmp_path, "session")
     redis = DurableRedis(tmp_path)
     config = write_mcp_config(
         tmp_path / "idemproxy.yaml",
@@ -64,4 +65,6 @@ async def test_mcp_tool_calls_through_two_proxies_under_faults_are_never_sent_tw
     assert isinstance(injected, dict)
     assert set(PROFILE.fault_plan.kinds) <= set(injected)
     assert report.finals["done"] > report.calls // 2
-    assert result.figures["sdk_attempts"]
+    sdk_attempts = result.figures["sdk_attempts"]
+    assert isinstance(sdk_attempts, dict)
+    assert set(sdk_attempts) == {"auto", "legacy"}

@@ -1,11 +1,13 @@
 """MCP traffic under faults: agents' tool calls through proxies that are killed, stopped and
 paused, on a Redis that is killed, audited against the MCP server's own record of what it sent.
 
-The MCP server is tests/support/mcp_server.py (stateless). Each tool call is one ``slow_send``
+The MCP server is tests/support/mcp_server.py in session mode, which serves the stateless
+revision too. Each tool call is one ``slow_send``
 of a text of its own, keyed by its agent, batch and tool call in ``_meta``; every attempt goes
 out under a fresh JSON-RPC id, as a restarted client's would. Most attempts are raw JSON-RPC
 POSTs shaped as the SDK sends them (fast, and their ids checked on every answer); some are the
-official ``mcp.Client`` itself, connecting anew through a proxy picked at random. What an agent
+official ``mcp.Client`` itself, connecting anew through a proxy picked at random, in the
+stateless revision ("auto") or in a session with SSE answers ("legacy"). What an agent
 does with an answer is :func:`tests.support.agents.verdict`: the proxy keeps its refusals' HTTP
 status and ``Idem-Outcome`` for an MCP client too.
 """
@@ -84,7 +86,7 @@ class McpJournal:
 
     budget: int
     sent: int = 0
-    sdk_attempts: int = 0
+    sdk_attempts: Counter[str] = field(default_factory=Counter)  # by the client's mode
     answers: dict[McpCall, list[Answer]] = field(default_factory=dict)
     outcomes: Counter[str] = field(default_factory=Counter)
     calls: list[McpCall] = field(default_factory=list)
@@ -128,16 +130,17 @@ async def send_raw(
     return _answer(status, outcome, effect_key, message)
 
 
-async def send_sdk(url: str, call: McpCall, journal: McpJournal) -> Answer:
-    """One attempt by ``mcp.Client``, connecting anew: its tools/call as it was on the wire."""
+async def send_sdk(url: str, mode: str, call: McpCall, journal: McpJournal) -> Answer:
+    """One attempt by ``mcp.Client`` in ``mode``, connecting anew: its tools/call as it was on
+    the wire."""
     key = Key(call.batch, call.call)
-    journal.sdk_attempts += 1
+    journal.sdk_attempts[mode] += 1
     wire = RecordingTransport()
     # Whatever a proxy's death does to the client (in whatever shape the SDK's task groups give
     # it) is the attempt's failure; the answer, if one came, is read from the wire below.
     with contextlib.suppress(Exception):
         async with asyncio.timeout(REQUEST_TIMEOUT_S):
-            async with connect(url, "auto", {"Idem-Agent": call.agent}, wire) as connection:
+            async with connect(url, mode, {"Idem-Agent": call.agent}, wire) as connection:
                 await connection.client.call_tool(TOOL, call.arguments, meta=key.meta())
     journal.wrong_ids += [f"{asked} answered as {got}" for asked, got in wire.mismatched_ids()]
     answered = [exchange for exchange in wire.tool_calls(TOOL) if exchange.response is not None]
@@ -201,7 +204,8 @@ class McpAgent:
             self.journal.sent += 1
             url = f"{self.pick_proxy()}/tools{MCP_PATH}"
             if self.rng.random() < self.sdk_rate:
-                answer = await send_sdk(url, call, self.journal)
+                mode = self.rng.choice(("auto", "legacy"))
+                answer = await send_sdk(url, mode, call, self.journal)
             else:
                 request_id = f"{self.name}-{self.rng.getrandbits(48):012x}"
                 answer = await send_raw(self.session, url, call, request_id, self.journal)

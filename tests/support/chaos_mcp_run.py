@@ -98,7 +98,7 @@ async def run_mcp_chaos(
     report = await audit(journal, final, server.sent(), store_url)
     figures: dict[str, object] = {
         "requests": journal.sent,
-        "sdk_attempts": journal.sdk_attempts,
+        "sdk_attempts": dict(journal.sdk_attempts),
         "calls": report.calls,
         "applied_at_server": report.applied,
         "final": dict(sorted(report.finals.items())),
