@@ -25,7 +25,7 @@ from mcp.shared.exceptions import MCPError
 from tests.support.mcp_agent import KEYINGS, Key, call, connect
 from tests.support.mcp_upstream import McpServerProcess, client_url, mcp_proxy
 from tests.support.mcp_wire import Exchange
-from tests.support.processes import REPO, Process, ServedProxy, running
+from tests.support.processes import REPO, Process, ServedProxy, http_get, running
 
 pytestmark = pytest.mark.e2e
 
@@ -64,6 +64,14 @@ async def until(condition: Any, timeout_s: float = 15.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         await asyncio.sleep(0.05)
+
+
+def progress(proxy: ServedProxy, batch: str) -> dict[str, Any]:
+    """The batch as the admin API shows it: its tool calls by state."""
+    status, body = http_get(f"{proxy.admin_url}/v1/agents/{AGENT}/batches/{batch}")
+    assert status == 200, body
+    document: dict[str, Any] = orjson.loads(body)
+    return document
 
 
 def replayed(exchange: Exchange) -> bool:
@@ -123,7 +131,10 @@ async def test_an_agent_killed_mid_call_reruns_it_and_gets_the_first_result_unde
         finally:
             doomed.kill()  # SIGKILL while the call is still running upstream
         assert "structured" not in doomed.output()
-        await asyncio.sleep(1.2)  # the upstream's answer arrives at the proxy
+        # The proxy reads the upstream's answer to the end, its agent gone or not.
+        await until(lambda: bool(progress(proxy, key.batch)["completed"]))
+        [done] = progress(proxy, key.batch)["completed"]
+        assert done["tool_call"] == key.call
         async with connect(url, mode, key.headers()) as connection:
             # The rerun's agent lists the tools first: its call goes out under another id.
             await connection.client.list_tools()
@@ -143,6 +154,7 @@ async def test_an_agent_killed_mid_call_reruns_it_and_gets_the_first_result_unde
     assert connection.wire.mismatched_ids() == []
     status, headers, answer = raw
     assert (status, headers.get("Idempotent-Replayed")) == (200, "true")
+    assert headers["Idem-Outcome"] == "replayed"
     assert answer["id"] == "raw-repeat-7"
     assert answer["result"]["structuredContent"] == first
 
