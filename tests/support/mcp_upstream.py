@@ -59,10 +59,13 @@ def write_policy(path: Path) -> Path:
     return path
 
 
-def mcp_proxy(log_dir: Path, upstream_url: str, store: str, agent: str) -> ServedProxy:
-    """`idemproxy serve` with the one MCP upstream ``tools`` under :data:`MCP_POLICY`; the
-    client's URL is ``{proxy.url}/tools/mcp``."""
-    policy = write_policy(log_dir / "tools-policy.yaml")
+def mcp_proxy(
+    log_dir: Path, upstream_url: str, store: str, agent: str, policy: str = ""
+) -> ServedProxy:
+    """`idemproxy serve` with the one MCP upstream ``tools`` under ``policy`` (a file or a
+    shipped pack's name; :data:`MCP_POLICY` if none); the client's URL is
+    ``{proxy.url}/tools/mcp``."""
+    policy = policy or str(write_policy(log_dir / "tools-policy.yaml"))
     return ServedProxy(
         log_dir,
         "--upstream", f"tools={upstream_url}",
