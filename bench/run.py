@@ -3,13 +3,17 @@
 Starts nginx (the upstream, on 127.0.0.1:9001 where the reference forwards), the fake upstream
 behind it for SSE and slow answers, a private Redis, ``idemproxy serve`` on that Redis and the
 reference ``miniproxy.py`` (modes pass and redis) on the same Redis; drives each with wrk and
-prints one markdown table. Everything stays on 127.0.0.1.
+prints one markdown table. Everything stays on 127.0.0.1. Besides the HTTP cases, MCP
+``tools/call`` first calls and replays go to idemproxy's MCP upstream (the shipped ``mcp``
+pack) and to the reference as a plain keyed POST, on the same bytes (bench/toolcall.py says
+what that compares).
 
 Environment: DUR (wrk duration per cell, default 3s), WORKERS (idemproxy worker counts to
 compare, default "1 2"), MEM=0 to skip the memory scenarios, HUGE_MB (default 100),
 SSE_EVENTS (default 30000), CALLS (default 1000), MINIPROXY (path of miniproxy.py), REPEAT
 (runs per cell, alternating between the proxies; the median counts; default 1),
 LOOP=asyncio|uvloop (default: uvloop when installed; both proxies always run on the same loop),
+MCP=0 to skip the MCP tools/call cases,
 REPLICA=1 (give the Redis a replica, and measure the first worker count's external POSTs once
 more with the store URL's wait_replicas=1, beside the same proxy without it).
 """
@@ -32,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import redis as redis_client
+import toolcall
 from load import Cell, CommandCounter, wrk
 from memory import Footprint, footprints
 from procs import Proc, cpu_s, ensure_tools, free_port, peak_rss_mib, port_taken
@@ -50,6 +55,8 @@ CASES = (
     Case("d", "1 MiB response, safe", "get.lua", "/up/api/big", "pass"),
     Case("d", "SSE 50 events x 20 ms, safe", "get.lua", "/up/api/stream", "pass"),
 )
+# Measured on every worker count; the other cases on the first one only.
+EVERY_WORKER_COUNT = (*CASES[:3], *toolcall.CASES)
 
 POLICY = """\
 name: bench
@@ -71,6 +78,7 @@ class Bench:
     loop: str
     redis_pid: int = 0
     replica_wait: bool = False  # a replica runs, and some cells wait for it
+    mcp: bool = True  # measure the MCP tools/call cases
 
     def cell(self, base_url: str, case: Case, conns: int, pid: int | None = None) -> Cell:
         """One wrk run, with the Redis commands and CPU time it cost."""
@@ -80,7 +88,8 @@ class Bench:
             env = {**os.environ, "BENCH_RUN": f"{self.run_id}-{uuid.uuid4().hex[:8]}"}
             env["BENCH_PATH" if case.script == "get.lua" else "BENCH_MODE"] = case.target
             if case.target == "replay":
-                _record_once(base_url, env["BENCH_RUN"])
+                record = toolcall.record_once if case.script == toolcall.SCRIPT else _record_once
+                record(base_url, env["BENCH_RUN"])
             before, cpu_before = counter.snapshot(), cpu_s(pid) if pid else 0.0
             redis_before = cpu_s(self.redis_pid)
             cell = wrk(base_url, case.script, conns, self.duration, env)
@@ -97,6 +106,11 @@ class Served:
 
     proc: Proc
     url: str
+    mcp_url: str  # where its MCP server's tool calls go
+
+    def target(self, case: Case) -> str:
+        """The URL wrk drives for ``case`` (the MCP script takes its path from the URL)."""
+        return self.mcp_url if case.script == toolcall.SCRIPT else self.url
 
 
 def _record_once(base_url: str, run: str) -> None:
@@ -146,6 +160,9 @@ def _idemproxy(bench: Bench, stack: contextlib.ExitStack, workers: int, query: s
         f"  up: {{url: 'http://127.0.0.1:{UPSTREAM_PORT}', policy: '{policy}',"
         " max_connections: 1100}\n"
     )
+    if bench.mcp:
+        with config.open("a") as appended:
+            appended.write(toolcall.upstream_config(f"http://127.0.0.1:{UPSTREAM_PORT}"))
     script = Path(bench.python).parent / "idemproxy"
     args = [str(script), "serve", "--config", str(config)]
     if workers > 1:
@@ -160,7 +177,12 @@ def _idemproxy(bench: Bench, stack: contextlib.ExitStack, workers: int, query: s
     stack.enter_context(_started(proc, port))
     _wait_listening(proc, workers)
     _warm(f"http://127.0.0.1:{port}/up/api/messages")
-    return Served(proc, f"http://127.0.0.1:{port}")
+    url = f"http://127.0.0.1:{port}"
+    served = Served(proc, url, url + toolcall.IDEMPROXY_URL_PATH)
+    if bench.mcp:
+        # Proxies share the Redis and the agent: each checks with a tool call of its own.
+        toolcall.check(served.mcp_url, f"{bench.run_id}-{uuid.uuid4().hex[:8]}")
+    return served
 
 
 def _upstreams(bench: Bench, stack: contextlib.ExitStack, tools: dict[str, str]) -> int:
@@ -230,23 +252,24 @@ def _measure(
     # With REPEAT=n each cell is run n times, alternating, and the median run (by req/s) counts.
     # A key of -N is the N-worker idemproxy that waits for the replica.
     runs: dict[tuple[int, Case, int], list[Cell]] = {}
-    for case in CASES:
+    cases = (*CASES, *toolcall.CASES) if bench.mcp else CASES
+    for case in cases:
         for conns in CONNS:
             served_now = [
                 (count, served)
                 for count, served in ours.items()
-                if count == workers[0] or case in CASES[:3]
+                if count == workers[0] or case in EVERY_WORKER_COUNT
             ]
             if waiting is not None and case in CASES[1:3]:
                 # Only a claim waits: the safe cases would measure the same proxy twice.
                 served_now.append((-workers[0], waiting))
             for repeat in range(int(os.environ.get("REPEAT", "1"))):
                 reference = references[case.reference_mode]
-                cell = bench.cell(reference.url, case, conns, reference.proc.pid)
+                cell = bench.cell(reference.target(case), case, conns, reference.proc.pid)
                 runs.setdefault((0, case, conns), []).append(cell)
                 # Every other run the other way round, so that no idemproxy always goes first.
                 for key, served in served_now if repeat % 2 == 0 else served_now[::-1]:
-                    cell = bench.cell(served.url, case, conns, served.proc.pid)
+                    cell = bench.cell(served.target(case), case, conns, served.proc.pid)
                     runs.setdefault((key, case, conns), []).append(cell)
     cells = {key: _median(found) for key, found in runs.items()}
     for mode, reference in references.items():
@@ -262,7 +285,7 @@ def _measure(
             peak_rss_mib=peaks[count],
         )
         for count in workers
-        for case in CASES
+        for case in cases
         for conns in CONNS
         if (ours_cell := cells.get((count, case, conns))) is not None
     ]
@@ -318,7 +341,8 @@ def _reference(bench: Bench, stack: contextlib.ExitStack, mode: str) -> Served:
     proc = Proc(f"miniproxy-{mode}", args, bench.workdir, BENCH_REDIS_PORT=str(bench.redis_port))
     stack.enter_context(_started(proc, port))
     _warm(f"http://127.0.0.1:{port}/up/api/messages")
-    return Served(proc, f"http://127.0.0.1:{port}")
+    url = f"http://127.0.0.1:{port}"
+    return Served(proc, url, url + toolcall.REFERENCE_URL_PATH)
 
 
 def _memory(served: Served) -> list[Footprint]:
@@ -350,6 +374,7 @@ def main() -> None:
     loop = os.environ.get("LOOP") or ("uvloop" if importlib.util.find_spec("uvloop") else "asyncio")
     bench = Bench(workdir, duration, free_port(), uuid.uuid4().hex[:8], sys.executable, loop)
     bench.replica_wait = os.environ.get("REPLICA", "0") == "1"
+    bench.mcp = os.environ.get("MCP", "1") != "0"
     print(f"bench: {_machine()}; {loop}; wrk -t1 -d{duration}; logs in {workdir}", flush=True)
     try:
         with contextlib.ExitStack() as stack:

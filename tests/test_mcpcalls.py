@@ -8,7 +8,13 @@ import pytest
 from idemproxy.effectkeys import KeyHeaders
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.jsonrpc import Batch, Message, parse
-from idemproxy.mcpcalls import RPC_ROUTE, McpClassifier, ToolCall, missing_key
+from idemproxy.mcpcalls import (
+    RPC_ROUTE,
+    McpClassifier,
+    ToolCall,
+    check_routing_headers,
+    missing_key,
+)
 from idemproxy.policies.kinds import EffectClass, ToolCallEffects
 from idemproxy.policies.mcp import McpRules, McpTool, ToolEffect
 from idemproxy.policies.route import Route
@@ -191,3 +197,19 @@ def test_the_missing_key_refusal_says_where_an_mcp_client_puts_one() -> None:
     assert refusal.code is ProblemCode.MISSING_IDEMPOTENCY_KEY
     assert "dev.idemproxy/batch" in refusal.detail
     assert "'send_message'" in refusal.detail
+
+
+def test_routing_headers_must_say_what_the_body_says() -> None:
+    call = message("tools/call", {"name": "send_message"})
+    check_routing_headers(call, "tools/call", "send_message")
+    check_routing_headers(call, None, None)
+    with pytest.raises(RequestRefused, match="Mcp-Method header says 'ping'"):
+        check_routing_headers(call, "ping", None)
+    with pytest.raises(RequestRefused, match="Mcp-Name header says 'read_count'"):
+        check_routing_headers(call, "tools/call", "read_count")
+    # A body the proxy passes as harmless must not be routed as a tool call by its headers.
+    with pytest.raises(RequestRefused, match="body's method is 'ping'"):
+        check_routing_headers(message("ping", {}), "tools/call", "send_message")
+    with pytest.raises(RequestRefused, match="body's method is None"):
+        check_routing_headers(None, "tools/call", None)
+    check_routing_headers(message("ping", {}), "ping", "anything")

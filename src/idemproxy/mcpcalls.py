@@ -28,6 +28,9 @@ from idemproxy.policies.route import Route
 TOOLS_CALL = "tools/call"
 TOOLS_LIST = "tools/list"
 META_PREFIX = "dev.idemproxy/"
+# What a 2026-07-28 client says of its message in headers, for servers that route by them.
+METHOD_HEADER = "Mcp-Method"
+NAME_HEADER = "Mcp-Name"
 # What a message that is no tool call is counted as: one bounded route label for them all.
 RPC_ROUTE = "rpc"
 # The _meta entries a call may carry its own key in, by the KeyHeaders field each one sets.
@@ -166,6 +169,30 @@ class McpClassifier:
                 update = {"tool_call_effects": ToolCallEffects.MANY, "volatile_fields": ()}
             self._routes[key] = route.model_copy(update=update)
         return self._routes[key]
+
+
+def check_routing_headers(
+    message: Message | Batch | None, method: str | None, name: str | None
+) -> None:
+    """Refuse a request whose ``Mcp-Method`` or ``Mcp-Name`` header (2026-07-28) says another
+    message than its body: the proxy judges the body, and a server or gateway that routes by
+    the headers could run a tool the proxy passed as a ping."""
+    said = message.method if isinstance(message, Message) else None
+    if method is not None and method != said:
+        raise RequestRefused(
+            ProblemCode.INVALID_REQUEST,
+            f"the Mcp-Method header says {method!r} but the body's method is {said!r}; send"
+            " the header the body's message calls for, or none",
+        )
+    if name is None or said != TOOLS_CALL or not isinstance(message, Message):
+        return
+    tool = message.params.get("name")
+    if name != tool:
+        raise RequestRefused(
+            ProblemCode.INVALID_REQUEST,
+            f"the Mcp-Name header says {name!r} but the body calls tool {tool!r}; send the"
+            " header the body's call calls for, or none",
+        )
 
 
 def missing_key(tool: str) -> RequestRefused:

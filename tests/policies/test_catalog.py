@@ -41,7 +41,9 @@ def test_the_schema_describes_every_policy_and_route_field() -> None:
         route["properties"]
     )
     tool = schema["$defs"]["McpTool"]
-    assert set(tool["properties"]) == {"name", "effect", "volatile_arguments", "tool_call_effects"}
+    assert set(tool["properties"]) == {
+        "name", "effect", "volatile_arguments", "tool_call_effects", "compensation",
+    }  # fmt: skip
 
 
 def test_policies_list_names_every_pack(capsys: pytest.CaptureFixture[str]) -> None:
@@ -83,3 +85,23 @@ def test_policies_show_a_file_as_json(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_policies_show_an_unknown_name_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["policies", "show", "nope"]) == 2
     assert "neither a shipped pack" in capsys.readouterr().err
+
+
+def test_policies_show_names_an_mcp_server_s_tools(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    policy = tmp_path / "tools.yaml"
+    policy.write_text(
+        "name: tools\nmcp:\n  tools:\n    - {name: read_count, effect: safe}\n"
+        "    - name: send_message\n      volatile_arguments: [/sent_at]\n"
+        "      compensation: {tool: delete_message, arguments: {id: '{response./result/id}'}}\n"
+        "default: {name: mcp}\n"
+    )
+    assert main(["policies", "show", str(policy)]) == 0
+    out = capsys.readouterr().out
+    assert "readOnlyHint: not trusted" in out
+    rows = [line.split() for line in out.splitlines() if line.startswith(("read_", "send_"))]
+    assert rows == [
+        ["read_count", "safe"],
+        ["send_message", "external", "/sent_at", "tools/call", "delete_message"],
+    ]

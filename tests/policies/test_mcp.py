@@ -58,3 +58,12 @@ def test_a_volatile_argument_is_a_json_pointer() -> None:
     text = POLICY.replace("[/sent_at]", "[sent_at]")
     with pytest.raises(ConfigError, match="is not a JSON pointer"):
         parse_policy(text, "tools.yaml")
+
+
+def test_an_mcp_server_has_no_adapter() -> None:
+    with pytest.raises(ConfigError, match="an MCP server has no stripe dedupe key"):
+        parse_policy("adapter: stripe\n" + POLICY, "tools.yaml")
+
+
+def test_the_pack_lets_a_duplicate_wait_for_a_long_tool() -> None:
+    assert load_policy("mcp").default.coalesce_wait_ms == 120_000

@@ -5,6 +5,7 @@ to show, and every branch of the handler's MCP path."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -12,6 +13,7 @@ import orjson
 import pytest
 
 from idemproxy.store.memory import MemoryStore
+from idemproxy.store.records import EventType
 from tests.proxy.conftest import ProxyFactory
 from tests.support.upstream import EffectLog
 
@@ -187,3 +189,78 @@ async def test_what_is_no_json_rpc_goes_to_the_server(make_proxy: ProxyFactory) 
     response = await client.get("/up/sse?events=1&gap_ms=1")
     assert response.status == 200
     assert response.headers["Idem-Outcome"] == "forwarded"
+
+
+NAMED = """\
+name: tools
+mcp:
+  tools:
+    - {name: send_message}
+    - {name: read_count, effect: safe}
+routes: [{name: stream, match: {methods: [GET, DELETE]}, effect: safe}]
+default: {name: mcp}
+"""
+
+
+def answered(state: Any, route: str, outcome: str) -> float:
+    labels = {"upstream": "up", "route": route, "outcome": outcome}
+    return state.metrics.registry.get_sample_value("idemproxy_requests_total", labels) or 0.0
+
+
+async def test_metrics_name_the_tools_the_policy_names_and_no_other(
+    make_proxy: ProxyFactory, tmp_path: Path
+) -> None:
+    policy = tmp_path / "tools.yaml"
+    policy.write_text(NAMED)
+    client, state = await make_proxy(policy=str(policy))
+    await client.post("/up/mcp", data=tools_call(1, text="hi"), headers=JSON)
+    await client.post("/up/mcp", data=tools_call(2, text="hi"), headers=JSON)
+    other = orjson.loads(tools_call(3, text="hi"))
+    other["params"]["name"] = "server_invented_tool_name"
+    await client.post("/up/mcp", data=orjson.dumps(other), headers=JSON)
+    await client.post("/up/mcp", data=b'{"jsonrpc":"2.0","id":4,"method":"ping"}', headers=JSON)
+    refused = orjson.loads(tools_call(5, meta=None, text="hi"))
+    await client.post("/up/mcp", data=orjson.dumps(refused), headers=JSON)
+    assert answered(state, "send_message", "forwarded") == 1
+    assert answered(state, "send_message", "replayed") == 1
+    assert answered(state, "send_message", "missing-idempotency-key") == 1
+    assert answered(state, "mcp", "forwarded") == 1
+    assert answered(state, "rpc", "forwarded") == 1
+    blocked = {"upstream": "up", "route": "send_message", "kind": "replayed", "agent": "default"}
+    assert (
+        state.metrics.registry.get_sample_value("idemproxy_duplicates_blocked_total", blocked) == 1
+    )
+
+
+async def test_a_tool_call_s_events_name_its_tool(make_proxy: ProxyFactory) -> None:
+    store = MemoryStore()
+    client, _ = await make_proxy(store=store, policy="mcp")
+    await client.post("/up/mcp", data=tools_call(1, text="hi"), headers=JSON)
+    [event] = await store.read_events("default")
+    assert event.type is EventType.COMPLETED
+    assert (event.meta.method, event.meta.path, event.meta.action) == (
+        "POST",
+        "/mcp#send_message",
+        "send_message",
+    )
+    assert (event.meta.batch, event.meta.tool_call) == ("b-1", "call-1")
+
+
+async def test_tool_errors_count_toward_the_agent_s_pause(
+    make_proxy: ProxyFactory, effects: EffectLog
+) -> None:
+    client, _ = await make_proxy(policy="mcp", **{"recovery.pause_after_failures": 2})
+    failed = '{"isError": true, "content": [{"type": "text", "text": "quota"}]}'
+    for n in (1, 2):
+        meta = {"dev.idemproxy/batch": "b-1", "dev.idemproxy/toolCall": f"call-{n}"}
+        await client.post(
+            "/up/mcp", params={"answer": failed}, data=tools_call(n, meta, text="hi"), headers=JSON
+        )
+    meta = {"dev.idemproxy/batch": "b-1", "dev.idemproxy/toolCall": "call-3"}
+    paused = await client.post("/up/mcp", data=tools_call(3, meta, text="hi"), headers=JSON)
+    assert paused.status == 503
+    answer = await paused.json()
+    assert answer["id"] == 3
+    assert answer["error"]["data"]["code"] == "agent-paused"
+    assert "quota" in answer["error"]["message"]
+    assert effects.count("/mcp") == 2

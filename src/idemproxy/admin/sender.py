@@ -3,6 +3,7 @@ that each is claimed, recorded and reported like any other effect (ledger/compen
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from urllib.parse import quote
 
@@ -10,6 +11,7 @@ import orjson
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
 from yarl import URL
 
+from idemproxy.admin.tool_sender import McpSession, tool_answer
 from idemproxy.config.settings import HostPort
 from idemproxy.effects.paused import COMPENSATES_HEADER
 from idemproxy.effects.seal import SEAL_HEADER, CompensationSeal
@@ -50,15 +52,26 @@ class ProxySender:
         headers[SEAL_HEADER] = self._seal.sign(
             outgoing.method, url.raw_path_qs, compensates, outgoing.body
         )
+        mcp = McpSession(self._session, url, credentials) if outgoing.mcp else None
         try:
+            if mcp is not None and (refused := await mcp.open()) is not None:
+                return refused
+            if mcp is not None:
+                headers.update(mcp.headers)
             async with self._session.request(
                 outgoing.method, url, data=outgoing.body, headers=headers
             ) as answer:
                 body = await answer.read()
                 outcome = answer.headers.get("Idem-Outcome", "")
+                if mcp is not None:
+                    return tool_answer(answer.status, outcome, answer.content_type, body)
                 return Sent(answer.status, outcome, _detail(answer.content_type, body))
         except (ClientError, TimeoutError) as exc:
             return Sent(0, "proxy-unreachable", f"{type(exc).__name__}: {exc}")
+        finally:
+            if mcp is not None:
+                with contextlib.suppress(ClientError, TimeoutError):
+                    await mcp.close()
 
     async def close(self, app: web.Application | None = None) -> None:
         """Close the session (an ``on_cleanup`` handler of the admin app)."""

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from idemproxy.policies.catalog import policy_schema, route_rows
 from idemproxy.policies.loader import load_policy, shipped_packs
+from idemproxy.policies.mcp import McpRules
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -71,7 +72,31 @@ def _show(args: argparse.Namespace) -> int:
         for row in route_rows(policy)
     ]
     print(table(header, rows))
+    if policy.mcp is not None:
+        print()
+        print(_mcp_summary(policy.mcp))
+        if policy.mcp.tools:
+            print()
+            tools = [
+                (
+                    tool.name,
+                    str(tool.effect),
+                    ", ".join(tool.volatile_arguments),
+                    tool.compensation.describe() if tool.compensation else "",
+                )
+                for tool in policy.mcp.tools
+            ]
+            print(table(("TOOL", "EFFECT", "VOLATILE ARGUMENTS", "COMPENSATION"), tools))
     return 0
+
+
+def _mcp_summary(rules: McpRules) -> str:
+    hint = "trusted" if rules.trust_read_only_hint else "not trusted"
+    codes = ", ".join(str(code) for code in rules.not_applied_errors)
+    return (
+        "MCP: a POST's tools/call is an external effect unless its tool is named safe; other"
+        f" messages pass unrecorded. readOnlyHint: {hint}. Errors meaning no tool ran: {codes}."
+    )
 
 
 def _schema(args: argparse.Namespace) -> int:

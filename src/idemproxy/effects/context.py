@@ -30,3 +30,5 @@ class EffectContext:
     first_attempt_ms: int = 0
     # How its answers are framed: as the upstream's (HTTP), or as a JSON-RPC request's (MCP).
     envelope: Envelope = HTTP
+    # The MCP tool a tools/call calls: its record's path names it (``/mcp#send_message``).
+    tool: str = ""

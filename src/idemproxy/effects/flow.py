@@ -88,7 +88,7 @@ class EffectFlow:
             upstream=ctx.target.upstream.name,
             method=ctx.request.method,
             # What the record keeps, and every event, answer and payload made from it, shows.
-            path=shown_path(ctx.route, ctx.target.path),
+            path=shown_path(ctx.route, ctx.target.path) + (f"#{ctx.tool}" if ctx.tool else ""),
         )
         claim = ClaimRequest(
             ctx.key.record_key,

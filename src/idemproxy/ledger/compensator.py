@@ -22,6 +22,12 @@ import orjson
 from idemproxy.effectkeys import KeyHeaders, resolve_effect_key
 from idemproxy.encodings import UndecodableBody
 from idemproxy.ledger.compensated import compensated_by
+from idemproxy.ledger.tool_compensation import (
+    TOOLS_CALL_HEADERS,
+    answer_failed,
+    called_tool,
+    tool_call_body,
+)
 from idemproxy.policies.compensation import Compensation
 from idemproxy.policies.matcher import RouteMatcher
 from idemproxy.policies.placeholders import (
@@ -59,6 +65,9 @@ class Outgoing:
     path: str  # below the upstream, encoded
     body: bytes
     headers: tuple[tuple[str, str], ...]  # Idem-* and Content-Type
+    # A tools/call of an MCP server: the sender opens a session for it where the server keeps
+    # them, and reads its answer for a tool's error.
+    mcp: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +77,8 @@ class Sent:
     status: int
     outcome: str  # Idem-Outcome
     detail: str = ""
+    # The answer reports a failure its status does not: an MCP tool's error.
+    answer_failed: bool = False
 
 
 class Sender(Protocol):
@@ -134,6 +145,7 @@ class Compensator:
 
     def __init__(self, policies: Mapping[str, Policy], sender: Sender) -> None:
         self._matchers = {name: RouteMatcher(policy) for name, policy in policies.items()}
+        self._mcp = {name: policy.mcp for name, policy in policies.items() if policy.mcp}
         self._sender = sender
 
     def plan_item(self, record: EffectRecord, done: EffectRecord | None) -> Item:
@@ -151,28 +163,47 @@ class Compensator:
         undone_by = compensated_by(record)
         if undone_by:  # its recorded answer is now the refusal: nothing to fill a template from
             return Item(replace(undo, state=UndoState.UNDONE, compensation_key=undone_by))
-        matcher = self._matchers.get(record.meta.upstream)
-        if matcher is None:
-            return Item(_cannot(undo, f"upstream {record.meta.upstream!r} is not configured"))
-        route = matcher.match(record.meta.method, record.meta.path)
-        if route.compensation is None:
-            return Item(_cannot(undo, f"route {route.name!r} declares no compensation"))
-        try:
-            outgoing = _outgoing(record, route, route.compensation)
-        except MissingValue as exc:
-            detail = (
-                f"route {route.name!r}: its compensation cannot be filled from this effect"
-                f" ({exc}); fix the policy's compensation, or undo this effect by hand"
-            )
-            return Item(replace(undo, state=UndoState.INVALID, detail=detail))
+        planned = self._outgoing(record)
+        if isinstance(planned, Cannot):
+            state = UndoState.INVALID if planned.invalid else UndoState.CANNOT
+            return Item(replace(undo, state=state, detail=planned.why))
+        outgoing, request = planned
         undo = replace(
             undo,
-            request=f"{outgoing.method} {outgoing.path}",
+            request=request,
             compensation_key=str(compensation_key(record)),
         )
         if done is not None and done.state is RecordState.COMPLETED and _ok(done):
             return Item(replace(undo, state=UndoState.UNDONE, status=_status(done)))
         return Item(undo, outgoing)
+
+    def _outgoing(self, record: EffectRecord) -> tuple[Outgoing, str] | Cannot:
+        """The request that undoes ``record``, and how a plan shows it."""
+        matcher = self._matchers.get(record.meta.upstream)
+        if matcher is None:
+            return Cannot(f"upstream {record.meta.upstream!r} is not configured")
+        rules = self._mcp.get(record.meta.upstream)
+        called = called_tool(record.meta.path) if rules is not None else None
+        if rules is not None and called is not None:
+            endpoint, tool = called
+            rule = rules.tool(tool)
+            if rule is None or rule.compensation is None:
+                return Cannot(f"tool {tool!r} declares no compensation")
+            try:
+                body = tool_call_body(record, rule.compensation)
+            except MissingValue as exc:
+                return Cannot(_unfillable(f"tool {tool!r}", exc), invalid=True)
+            headers = (*_idem_headers(record), *TOOLS_CALL_HEADERS)
+            outgoing = Outgoing(record.meta.upstream, "POST", endpoint, body, headers, mcp=True)
+            return outgoing, rule.compensation.describe()
+        route = matcher.match(record.meta.method, record.meta.path)
+        if route.compensation is None:
+            return Cannot(f"route {route.name!r} declares no compensation")
+        try:
+            outgoing = _outgoing(record, route, route.compensation)
+        except MissingValue as exc:
+            return Cannot(_unfillable(f"route {route.name!r}", exc), invalid=True)
+        return outgoing, f"{outgoing.method} {outgoing.path}"
 
     async def run(
         self, items: list[Item], credentials: Mapping[str, Mapping[str, str]]
@@ -187,7 +218,7 @@ class Compensator:
             sent = await self._sender.send(
                 item.outgoing, credentials.get(item.outgoing.upstream, {})
             )
-            if 0 < sent.status < 400:
+            if 0 < sent.status < 400 and not sent.answer_failed:
                 results.append(replace(item.undo, state=UndoState.UNDONE, status=sent.status))
                 continue
             stopped = True
@@ -198,8 +229,24 @@ class Compensator:
         return results
 
 
+@dataclass(frozen=True, slots=True)
+class Cannot:
+    """Why no compensation can be sent for an effect; ``invalid``: the policy's template does
+    not fit it."""
+
+    why: str
+    invalid: bool = False
+
+
 def _cannot(undo: Undo, why: str) -> Undo:
     return replace(undo, state=UndoState.CANNOT, detail=why)
+
+
+def _unfillable(what: str, exc: MissingValue) -> str:
+    return (
+        f"{what}: its compensation cannot be filled from this effect ({exc}); fix the policy's"
+        " compensation, or undo this effect by hand"
+    )
 
 
 def _status(record: EffectRecord) -> int:
@@ -207,7 +254,7 @@ def _status(record: EffectRecord) -> int:
 
 
 def _ok(record: EffectRecord) -> bool:
-    return _status(record) < 400
+    return _status(record) < 400 and not answer_failed(record)
 
 
 def _values(record: EffectRecord, route: Route) -> Values:
@@ -234,13 +281,17 @@ def _outgoing(record: EffectRecord, route: Route, compensation: Compensation) ->
         form = compensation.form.items()
         data = urlencode([(name, fill_text(v, values, in_path=False)) for name, v in form]).encode()
         content = [("Content-Type", "application/x-www-form-urlencoded")]
+    headers = (*_idem_headers(record), *content)
+    return Outgoing(record.meta.upstream, compensation.method, path, data, headers)
+
+
+def _idem_headers(record: EffectRecord) -> tuple[tuple[str, str], ...]:
     headers = compensation_headers(record)
-    idem = [
+    return (
         ("Idem-Agent", record.key.agent),
         ("Idem-Batch", headers.batch or ""),
         ("Idem-Tool-Call", headers.tool_call or ""),
         ("Idem-Step", headers.step or ""),
         ("Idem-Action", headers.action or ""),
         ("Idem-Compensates", str(record.key)),
-    ]
-    return Outgoing(record.meta.upstream, compensation.method, path, data, (*idem, *content))
+    )

@@ -105,10 +105,11 @@ def mcp_lines(rules: McpRules) -> list[str]:
         + " mean the tool never ran.",
     ]
     if rules.tools:
-        lines += ["", "| tool | effect | volatile arguments |", "|---|---|---|"]
+        lines += ["", "| tool | effect | volatile arguments | compensation |", "|---|---|---|---|"]
         for tool in rules.tools:
             volatile = f"`{', '.join(tool.volatile_arguments)}`" if tool.volatile_arguments else ""
-            lines.append(f"| `{tool.name}` | {tool.effect} | {volatile} |")
+            undo = f"`{tool.compensation.describe()}`" if tool.compensation else ""
+            lines.append(f"| `{tool.name}` | {tool.effect} | {volatile} | {undo} |")
     return lines
 
 

@@ -11,12 +11,14 @@ to the server) is read-only protocol traffic. See docs/mcp.md.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
+from idemproxy.policies import placeholders
 from idemproxy.policies.document import Frozen
 from idemproxy.policies.kinds import ToolCallEffects
+from idemproxy.policies.placeholders import Source
 from idemproxy.policies.route import check_pointer
 
 # The MCP spec's tool names: 1-128 of these characters (2025-11-25, "Tool names").
@@ -33,6 +35,27 @@ class ToolEffect(StrEnum):
     EXTERNAL = "external"
 
 
+class ToolCompensation(Frozen):
+    """``compensation:`` of a tool: the call of another tool that undoes one of its effects,
+    its arguments filled from the recorded answer (``{response./result/structuredContent/id}``).
+    ``idemproxy recover AGENT BATCH --strategy compensate`` sends it through the proxy, as an
+    effect of its own (docs/recovery.md)."""
+
+    tool: Annotated[str, Field(pattern=TOOL_NAME)]
+    arguments: Any = None
+
+    @model_validator(mode="after")
+    def _fillable(self) -> ToolCompensation:
+        # A record keeps the tool's answer and no request, and an MCP path has no parameters.
+        for text in placeholders.templates_in(self.arguments or {}):
+            placeholders.check(text, frozenset(), frozenset({Source.RESPONSE}), "compensation")
+        return self
+
+    def describe(self) -> str:
+        """``tools/call delete_message``: the call as a plan shows it."""
+        return f"tools/call {self.tool}"
+
+
 class McpTool(Frozen):
     """One tool of the server, by name."""
 
@@ -42,6 +65,7 @@ class McpTool(Frozen):
     # left out of what makes two calls one.
     volatile_arguments: tuple[str, ...] = ()
     tool_call_effects: ToolCallEffects = ToolCallEffects.MANY
+    compensation: ToolCompensation | None = None
 
     @field_validator("volatile_arguments")
     @classmethod
@@ -53,11 +77,14 @@ class McpTool(Frozen):
     @model_validator(mode="after")
     def _effects_only_for_effects(self) -> McpTool:
         if self.effect is ToolEffect.SAFE and (
-            self.volatile_arguments or self.tool_call_effects is ToolCallEffects.ONE
+            self.volatile_arguments
+            or self.tool_call_effects is ToolCallEffects.ONE
+            or self.compensation is not None
         ):
             raise ValueError(
-                f"tool {self.name!r} is safe: it is never recorded, so volatile_arguments and"
-                " tool_call_effects mean nothing for it; remove them or make it external"
+                f"tool {self.name!r} is safe: it is never recorded, so volatile_arguments,"
+                " tool_call_effects and compensation mean nothing for it; remove them or make"
+                " it external"
             )
         return self
 

@@ -104,6 +104,16 @@ class Policy(Frozen):
         return self
 
     @model_validator(mode="after")
+    def _mcp_has_no_adapter(self) -> Policy:
+        if self.mcp is not None and self.adapter is not AdapterName.NONE:
+            raise LocatedError(
+                ("adapter",),
+                f"an MCP server has no {self.adapter!s} dedupe key to drive: the mcp: section"
+                " keys tool calls itself; remove the adapter or the mcp: section",
+            )
+        return self
+
+    @model_validator(mode="after")
     def _every_route_reachable(self) -> Policy:
         for later, route in enumerate(self.routes):
             for earlier, before in enumerate(self.routes[:later]):

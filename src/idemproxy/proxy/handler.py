@@ -5,40 +5,39 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
 
 from aiohttp import web
 
-from idemproxy import jsonrpc
 from idemproxy.effectkeys import (
-    ACTION_HEADER,
-    AGENT_HEADER,
-    BATCH_HEADER,
-    IDEMPOTENCY_KEY_HEADER,
-    STEP_HEADER,
-    TOOL_CALL_HEADER,
-    KeyHeaders,
     KeySource,
     resolve_agent,
     resolve_effect_key,
 )
 from idemproxy.effects.audit import AutoAction, automatic
 from idemproxy.effects.context import EffectContext
-from idemproxy.effects.envelope import HTTP, SESSION_HEADER, Envelope, JsonRpcEnvelope
+from idemproxy.effects.envelope import HTTP
 from idemproxy.effects.outcome import Outcome
 from idemproxy.effects.paused import COMPENSATES_HEADER, PauseGate
 from idemproxy.effects.refusals import store_unavailable
 from idemproxy.effects.seal import SEAL_HEADER, forged_compensation
 from idemproxy.errors import ProblemCode, RequestRefused
-from idemproxy.fingerprint import fingerprint
-from idemproxy.jsonrpc import Message
 from idemproxy.logs import info_fields
-from idemproxy.mcpcalls import McpClassifier, missing_key
+from idemproxy.mcpcalls import (
+    McpClassifier,
+    missing_key,
+)
 from idemproxy.metrics import Children
 from idemproxy.policies.kinds import EffectClass
 from idemproxy.policies.route import Route
 from idemproxy.proxy.body import decoded_body, read_body
-from idemproxy.proxy.problems import JSON_CONTENT_TYPE
+from idemproxy.proxy.identify import (
+    ENVELOPE,
+    ROUTE_NAME,
+    Effect,
+    Passed,
+    http_request,
+    mcp_request,
+)
 from idemproxy.proxy.state import EFFECT_FLOW, ProxyState
 from idemproxy.proxy.unrecorded import UnrecordedForwarder
 from idemproxy.proxy.upstreams import Target, resolve_target
@@ -48,32 +47,6 @@ from idemproxy.storeguard import StoreGuard
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("idemproxy.access")
-# How a request's refusal is framed, once its message is known to be a JSON-RPC request.
-ENVELOPE = web.RequestKey("envelope", Envelope)
-
-
-def key_headers(request: web.Request) -> KeyHeaders:
-    h = request.headers
-    return KeyHeaders(
-        agent=h.get(AGENT_HEADER),
-        batch=h.get(BATCH_HEADER),
-        tool_call=h.get(TOOL_CALL_HEADER),
-        step=h.get(STEP_HEADER),
-        action=h.get(ACTION_HEADER),
-        idempotency_key=h.get(IDEMPOTENCY_KEY_HEADER),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Effect:
-    """What identifies one effect request, as its route and kind of upstream read it."""
-
-    route: Route
-    headers: KeyHeaders
-    raw_body: bytes  # as sent: what a compensation's seal covers
-    body: bytes  # content coding undone
-    fingerprint: str
-    envelope: Envelope = HTTP
 
 
 async def _admit(guard: StoreGuard) -> None:
@@ -122,6 +95,7 @@ class ProxyHandler:
             self.state.handlers.discard(task)
         elapsed_s = time.perf_counter() - started
         metrics.request_duration.observe(elapsed_s)
+        route_name = request.get(ROUTE_NAME, route_name)
         self._answered(upstream_name, route_name, outcome).inc()
         info_fields(
             access_log,
@@ -148,16 +122,7 @@ class ProxyHandler:
         classifier = self._classifiers.get(target.upstream.name)
         if classifier is not None and request.method == "POST":
             return await self._mcp_message(request, target, route, classifier, raw_body, body)
-        request_fingerprint = fingerprint(
-            request.method,
-            target.upstream.name,
-            target.path,
-            target.query_string,
-            body,
-            request.headers.get("Content-Type", ""),
-            route.volatile_fields,
-        )
-        effect = Effect(route, key_headers(request), raw_body, body, request_fingerprint)
+        effect = http_request(request, target, route, raw_body, body)
         return await self._effect(request, target, effect)
 
     async def _mcp_message(
@@ -171,44 +136,22 @@ class ProxyHandler:
     ) -> tuple[web.StreamResponse, Outcome, str | None]:
         """An MCP server's message (mcpcalls.py): a tool call that acts is an effect, keyed by
         its tool call and arguments; anything else is forwarded as it came."""
-        message = jsonrpc.parse(body)
-        envelope: Envelope = HTTP
-        if isinstance(message, Message) and message.is_request:
-            envelope = JsonRpcEnvelope(
-                message.id,
-                request.headers.get(SESSION_HEADER),
-                classifier.rules.not_applied_errors,
-                route.max_recorded_bytes,
-            )
-            request[ENVELOPE] = envelope  # refusals answer as JSON-RPC errors
-        headers = key_headers(request)
-        call = None if message is None else classifier.tool_call(message, route, headers)
-        if call is None:
-            inspect = classifier.inspector(message)
+        identified = mcp_request(request, target, route, classifier, raw_body, body)
+        if isinstance(identified, Passed):
             response = await self._unrecorded.forward(
                 request,
                 target,
-                classifier.rpc_route(route),
+                identified.route,
                 streamed=False,
                 body=raw_body,
-                inspect=inspect,
+                inspect=identified.inspect,
             )
             return response, Outcome.FORWARDED, None
-        request_fingerprint = fingerprint(
-            "POST",
-            target.upstream.name,
-            target.path,
-            "",
-            call.identity,
-            JSON_CONTENT_TYPE,
-            call.volatile_fields,
-        )
-        effect = Effect(call.route, call.headers, raw_body, body, request_fingerprint, envelope)
         try:
-            return await self._effect(request, target, effect)
+            return await self._effect(request, target, identified)
         except RequestRefused as refusal:
             if refusal.code is ProblemCode.MISSING_IDEMPOTENCY_KEY:
-                raise missing_key(call.tool) from None
+                raise missing_key(identified.tool) from None
             raise
 
     async def _effect(
@@ -249,6 +192,7 @@ class ProxyHandler:
             effect.fingerprint,
             operator=operator,
             envelope=effect.envelope,
+            tool=effect.tool,
         )
         guard = state.guard
         try:
