@@ -1,6 +1,6 @@
 """MCP answers that are not a tool's result, behind `idemproxy serve`, with the official SDK's
-server: which JSON-RPC errors free a call's key, what a JSON-RPC batch holding a tool call gets,
-and a key given as the call's ``idempotencyKey`` parameter.
+server: which refusals and JSON-RPC errors leave a call's key free, what a JSON-RPC batch
+holding a tool call gets, and a key given as the call's ``idempotencyKey`` parameter.
 
 Requests here are raw JSON-RPC, shaped as ``mcp.Client`` sends them in the stateless revision
 (tests/support/mcp_agent.py), so each can carry what a test needs: an id of its own, headers
@@ -79,12 +79,13 @@ async def test_a_json_rpc_error_frees_the_key_only_if_its_code_says_nothing_happ
     assert second.response["error"]["code"] == code
 
 
-async def test_the_sdk_s_own_rejections_before_any_tool_ran_free_the_key(
+async def test_a_call_refused_before_any_tool_ran_leaves_its_key_free_for_the_corrected_one(
     stateless: tuple[McpServerProcess, ServedProxy],
 ) -> None:
-    """The SDK's server refuses a call whose ``Mcp-Name`` header names another tool
-    (HEADER_MISMATCH, -32020) and one without the stateless revision's ``_meta`` envelope
-    (-32602); the agent's corrected call under the same key is then sent and runs once."""
+    """An ``Mcp-Name`` header that names another tool than the body is refused by the proxy
+    itself, never forwarded; a call without the stateless revision's ``_meta`` envelope is
+    refused by the SDK's server (-32602) before any tool runs. Neither takes the key: the
+    agent's corrected call under it is sent, and runs once."""
     server, proxy = stateless
     arguments = {"text": "corrected"}
     call = stateless_call("send_message", arguments, "r1")
@@ -93,21 +94,25 @@ async def test_the_sdk_s_own_rejections_before_any_tool_ran_free_the_key(
     right = {**stateless_headers("send_message"), **KEY_HEADERS}
 
     header_mismatch = await post(proxy, call, mismatched)
+    refused_executions = server.executions()
     no_envelope = await post(proxy, bare, right)
     corrected = await post(proxy, {**call, "id": "r3"}, right)
     repeated = await post(proxy, {**call, "id": "r4"}, right)
 
-    assert [answer["error"]["code"] for _, _, answer in (header_mismatch, no_envelope)] == [
-        -32020,
-        -32602,
-    ]
-    assert [answer["id"] for _, _, answer in (header_mismatch, no_envelope)] == ["r1", "r2"]
-    assert server.executions() == {"send_message": 1}
+    status, headers, answer = header_mismatch
+    assert (status, answer["id"]) == (400, "r1")
+    assert headers["Idem-Outcome"] != "forwarded"
+    assert answer["error"]["data"]["status"] == 400
+    assert refused_executions == {}
+    status, headers, answer = no_envelope
+    assert (status, headers["Idem-Outcome"], answer["id"]) == (400, "forwarded", "r2")
+    assert answer["error"]["code"] == -32602
     status, headers, answer = corrected
     assert (status, headers["Idem-Outcome"], answer["id"]) == (200, "forwarded", "r3")
     status, headers, again = repeated
     assert (status, headers["Idem-Outcome"], again["id"]) == (200, "replayed", "r4")
     assert again["result"] == answer["result"]
+    assert server.executions() == {"send_message": 1}
 
 
 async def test_a_json_rpc_batch_holding_a_tool_call_is_refused_and_nothing_runs(
@@ -118,7 +123,8 @@ async def test_a_json_rpc_batch_holding_a_tool_call_is_refused_and_nothing_runs(
         stateless_call("read_count", {}, 1),
         stateless_call("send_message", {"text": "batched"}, 2),
     ]
-    status, headers, answer = await post(proxy, batch, {**stateless_headers("read_count")})
+    plain = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    status, headers, answer = await post(proxy, batch, plain)
 
     assert status == 400, answer
     assert headers["Content-Type"].startswith("application/json"), answer
