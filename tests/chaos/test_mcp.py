@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.chaos.profiles import soak_s, soak_selected
 from tests.support.chaos_mcp import write_mcp_config
 from tests.support.chaos_mcp_run import McpChaosProfile, run_mcp_chaos
 from tests.support.faults import PROXY_FAULTS, FaultKind, FaultPlan
@@ -22,10 +23,12 @@ from tests.support.processes import running
 pytestmark = pytest.mark.e2e
 
 LEASE_MS = 1000
+# `make soak` runs it for a third of IDEMPROXY_SOAK_S, with more agents.
+SOAK = soak_selected()
 PROFILE = McpChaosProfile(
-    duration_s=12,
-    request_budget=3_000,
-    agents=8,
+    duration_s=soak_s() / 3 if SOAK else 12,
+    request_budget=2_000_000 if SOAK else 3_000,
+    agents=16 if SOAK else 8,
     fault_plan=FaultPlan(
         [*PROXY_FAULTS, FaultKind.REDIS_KILL],
         interval_s=1.5,
@@ -37,7 +40,7 @@ PROFILE = McpChaosProfile(
 )
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(PROFILE.duration_s * 1.5 + 100)
 async def test_mcp_tool_calls_through_two_proxies_under_faults_are_never_sent_twice(
     tmp_path: Path,
 ) -> None:
