@@ -81,3 +81,34 @@ async def test_a_policy_trusting_read_only_hints_passes_a_hinted_tool_once_it_wa
     assert [r.structured_content for r in reads] == [{"result": 0}, {"result": 0}]
     assert executions == {"read_count": 2}
     assert refused_for_want_of_a_key(unhinted.value)
+
+
+async def test_a_volatile_argument_stamped_anew_on_the_repeat_is_still_the_same_call(
+    tmp_path: Path,
+) -> None:
+    """The default test policy leaves send_message's ``/sent_at`` out of what makes two calls
+    one: a rerun stamping a new time is replayed. Other text under the same tool-call id is
+    another call (``tool_call_effects: many``, the default), and is sent."""
+    server = McpServerProcess(tmp_path, "stateless")
+    proxy = mcp_proxy(tmp_path, server.url, f"sqlite:///{tmp_path}/s.db", AGENT)
+    key = Key("batch-stamped", "call-1")
+    calls = [("stamped", "10:00:00"), ("stamped", "10:00:07"), ("other", "10:00:09")]
+    outcomes, results = [], []
+    with running(server, proxy):
+        for text, sent_at in calls:
+            async with connect(client_url(proxy), "auto") as connection:
+                arguments = {"text": text, "sent_at": sent_at}
+                results.append(
+                    await connection.client.call_tool("send_message", arguments, meta=key.meta())
+                )
+            [on_wire] = connection.wire.tool_calls("send_message")
+            outcomes.append(on_wire.headers["idem-outcome"])
+        executions = server.executions()
+
+    assert [r.structured_content for r in results] == [
+        {"id": 1, "text": "stamped"},
+        {"id": 1, "text": "stamped"},
+        {"id": 2, "text": "other"},
+    ]
+    assert outcomes == ["forwarded", "replayed", "forwarded"]
+    assert executions == {"send_message": 2}

@@ -8,7 +8,8 @@ texts sent from ``GET /_sent`` (JSON ``{text: [execution number, ...]}``), plain
 same app, so a test in another process can tell an executed call from a replay.
 
 Tools:
-- ``send_message(text)``: the side effect; answers ``{"id": n, "text": text}``, n its count.
+- ``send_message(text, sent_at="")``: the side effect; answers ``{"id": n, "text": text}``,
+  n its count.
 - ``read_count()``: read-only (``readOnlyHint``); answers how many messages were sent.
 - ``slow_send(text, ms)``: counted first, answered ``ms`` milliseconds later, so a test can
   cut the stream, or pile concurrent duplicates onto one execution.
@@ -46,8 +47,9 @@ def build_server() -> MCPServer:
     server = MCPServer("idemproxy-test-tools")
 
     @server.tool()
-    def send_message(text: str) -> dict[str, Any]:
-        """Send a message: a side effect, counted each time it runs."""
+    def send_message(text: str, sent_at: str = "") -> dict[str, Any]:
+        """Send a message: a side effect, counted each time it runs (``sent_at`` is what an
+        agent stamps anew on each attempt)."""
         EXECUTIONS["send_message"] += 1
         SENT.setdefault(text, []).append(EXECUTIONS["send_message"])
         return {"id": EXECUTIONS["send_message"], "text": text}

@@ -17,6 +17,7 @@ mcp:
     - name: read_count
       effect: safe
     - name: send_message
+      volatile_arguments: [/sent_at]
     - name: slow_send
     - name: fail_send
     - name: refuse_send
