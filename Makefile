@@ -40,10 +40,10 @@ test: dev  ## lint, types, and the whole suite against a real Redis and the refe
 	$(BIN)/mypy $(PY_SOURCES)
 	$(BIN)/pytest -q --cov=idemproxy --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_MIN)
 
-soak: dev  ## the long fault run (SOAK_S seconds of traffic on Redis, a third on SQLite, Cluster and Sentinel, a sixth on a Redis that loses its data)
+soak: dev  ## the long fault run (SOAK_S seconds of traffic on Redis, a third on SQLite, Cluster, Sentinel and MCP, a sixth on a Redis that loses its data)
 	IDEMPROXY_CHAOS_PROFILE=soak IDEMPROXY_SOAK_S=$(or $(SOAK_S),600) \
 		$(BIN)/pytest -q -s -p no:cacheprovider tests/chaos/test_chaos.py tests/cluster \
-		tests/chaos/test_sentinel.py tests/chaos/test_store_loss.py
+		tests/chaos/test_sentinel.py tests/chaos/test_store_loss.py tests/chaos/test_mcp.py
 
 serve: install  ## run the proxy on the embedded store: make serve UPSTREAM=name=https://api...
 	$(BIN)/idemproxy serve $(if $(UPSTREAM),--upstream $(UPSTREAM),--config examples/idemproxy.yaml)
