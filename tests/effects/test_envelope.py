@@ -7,7 +7,13 @@ import gzip
 import orjson
 import pytest
 
-from idemproxy.effects.envelope import HTTP, TOO_LARGE_ERROR, JsonRpcEnvelope, Settled
+from idemproxy.effects.envelope import (
+    APPLIED_WITHOUT_ANSWER_ERROR,
+    HTTP,
+    TOO_LARGE_ERROR,
+    JsonRpcEnvelope,
+    Settled,
+)
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.policies.mcp import NOTHING_HAPPENED_ERRORS
 from idemproxy.policies.route import Route
@@ -139,13 +145,22 @@ def test_a_repeat_gets_the_answer_under_its_own_id_and_session() -> None:
     assert stateless.headers == JSON
 
 
-def test_an_effect_resolved_applied_without_an_answer_replays_as_a_result() -> None:
-    note = orjson.dumps({"applied": True, "note": "sent by hand"})
+def test_an_effect_resolved_applied_without_an_answer_replays_as_an_error_saying_so() -> None:
+    """No result can be made up for it: a 2026-07-28 client wants resultType, and a tool with
+    an output schema wants its structured content. The client gets an error that says the
+    tool ran, and a repeat gets the same."""
+    note = orjson.dumps({"applied": True, "external_id": "m-1", "note": "sent by hand"})
     replayed = JsonRpcEnvelope(5).replayed(StoredResponse(200, JSON, note))
     answer = orjson.loads(replayed.body)
     assert answer["id"] == 5
-    assert answer["result"]["isError"] is False
-    assert "sent by hand" in answer["result"]["content"][0]["text"]
+    assert "result" not in answer
+    assert answer["error"]["code"] == APPLIED_WITHOUT_ANSWER_ERROR
+    assert "sent by hand" in answer["error"]["message"]
+    assert answer["error"]["data"] == {
+        "applied": True,
+        "external_id": "m-1",
+        "note": "sent by hand",
+    }
 
 
 def test_a_refusal_is_a_json_rpc_error_with_the_problem_as_its_data() -> None:
@@ -171,10 +186,12 @@ def test_http_answers_are_kept_as_they_came() -> None:
 
 
 def test_an_effect_undone_by_its_compensation_replays_as_an_error() -> None:
-    problem = orjson.dumps({"type": "x", "detail": "undone by compensate:call-1", "status": 409})
+    kind = "https://idemproxy.dev/problems/effect-compensated"
+    problem = orjson.dumps({"type": kind, "detail": "undone by compensate:call-1", "status": 409})
     replayed = JsonRpcEnvelope(6).replayed(StoredResponse(409, JSON, problem))
     answer = orjson.loads(replayed.body)
     assert replayed.status == 409
     assert answer["id"] == 6
     assert answer["error"]["message"] == "undone by compensate:call-1"
     assert answer["error"]["data"]["status"] == 409
+    assert answer["error"]["data"]["code"] == "effect-compensated"

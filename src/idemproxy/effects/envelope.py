@@ -24,6 +24,7 @@ from idemproxy.jsonrpc import RequestId
 from idemproxy.policies.route import Route
 from idemproxy.proxy.problems import (
     JSON_CONTENT_TYPE,
+    PROBLEM_TYPE_BASE,
     PROXY_REFUSED_ERROR,
     jsonrpc_problem_response,
     problem_response,
@@ -46,6 +47,8 @@ _MAX_ERROR_TEXT = 160
 # The error a repeat gets for a call whose answer was too large to record (beside the
 # proxy's refusals, -32030).
 TOO_LARGE_ERROR = -32031
+# The error a repeat gets for a call an operator resolved as applied with no answer to replay.
+APPLIED_WITHOUT_ANSWER_ERROR = -32032
 
 
 class Envelope:
@@ -172,19 +175,31 @@ class JsonRpcEnvelope(Envelope):
 
 
 def _framed(stored: StoredResponse) -> dict[str, Any]:
-    """A recorded answer that is none of the tool's, as the JSON-RPC answer the client waits
-    for: an effect resolved as applied with nothing to replay is a result saying so; a refusal
-    the record now holds (409 effect-compensated) is an error carrying its problem document."""
+    """A recorded answer that is none of the tool's, as a JSON-RPC error carrying what the
+    record holds: no result can be made up for a tool (a 2026-07-28 client wants resultType, a
+    tool with an output schema its structured content).
+
+    - below 400, an effect an operator resolved as applied with nothing to replay: the error
+      says the tool ran, so the agent does not run it another way;
+    - from 400, a refusal the record now holds (409 effect-compensated): its problem document.
+    """
     text = stored.body.decode("utf-8", "replace")
-    if stored.status < 400:
-        result = {"content": [{"type": "text", "text": text}], "isError": False}
-        return {"jsonrpc": jsonrpc.JSONRPC_VERSION, "result": result}
     try:
         document: Any = orjson.loads(stored.body)
     except orjson.JSONDecodeError:
-        document = {"detail": text}
-    detail = document.get("detail", text) if isinstance(document, dict) else text
-    error = {"code": PROXY_REFUSED_ERROR, "message": str(detail), "data": document}
+        document = {"note": text}
+    if not isinstance(document, dict):
+        document = {"note": text}
+    if stored.status < 400:
+        note = document.get("note") or "resolved as applied"
+        message = f"the tool ran, but its answer was not recorded: {note}"
+        error = {"code": APPLIED_WITHOUT_ANSWER_ERROR, "message": message, "data": document}
+    else:
+        detail = str(document.get("detail", text))
+        kind = str(document.get("type", ""))
+        if kind.startswith(PROBLEM_TYPE_BASE):  # as a refusal's data says which (problems.py)
+            document = {"code": kind.removeprefix(PROBLEM_TYPE_BASE), **document}
+        error = {"code": PROXY_REFUSED_ERROR, "message": detail, "data": document}
     return {"jsonrpc": jsonrpc.JSONRPC_VERSION, "error": error}
 
 
