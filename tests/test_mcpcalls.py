@@ -199,9 +199,15 @@ def test_hints_are_not_read_unless_trusted() -> None:
     assert trusting.inspector(message("ping", {})) is None
 
 
-def test_other_messages_pass_as_one_safe_route() -> None:
-    rpc = McpClassifier(RULES).rpc_route(ROUTE)
+def test_other_messages_pass_as_one_safe_route_and_named_safe_tools_as_theirs() -> None:
+    classifier = McpClassifier(RULES)
+    rpc = classifier.passed_route(ROUTE, message("ping", {}))
     assert (rpc.name, rpc.effect) == (RPC_ROUTE, EffectClass.SAFE)
+    read = classifier.passed_route(ROUTE, message("tools/call", {"name": "read_count"}))
+    assert (read.name, read.effect) == ("read_count", EffectClass.SAFE)
+    invented = classifier.passed_route(ROUTE, message("tools/call", {"name": "whatever"}))
+    assert invented.name == RPC_ROUTE
+    assert classifier.passed_route(ROUTE, None) is rpc
 
 
 def test_the_missing_key_refusal_says_where_an_mcp_client_puts_one() -> None:

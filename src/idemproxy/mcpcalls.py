@@ -97,7 +97,7 @@ class McpClassifier:
         self.rules = rules
         self.hints = ReadOnlyHints()
         self._routes: dict[tuple[str, str | None], Route] = {}
-        self._rpc_routes: dict[str, Route] = {}
+        self._passed_routes: dict[tuple[str, str], Route] = {}
 
     def tool_call(
         self, message: Message | Batch, route: Route, headers: KeyHeaders
@@ -158,12 +158,19 @@ class McpClassifier:
 
         return learn
 
-    def rpc_route(self, route: Route) -> Route:
-        """The route a message that is no effect is forwarded and counted under."""
-        if route.name not in self._rpc_routes:
-            update = {"name": RPC_ROUTE, "effect": EffectClass.SAFE, "retry": None}
-            self._rpc_routes[route.name] = route.model_copy(update=update)
-        return self._rpc_routes[route.name]
+    def passed_route(self, route: Route, message: Message | Batch | None) -> Route:
+        """The route a message that acts on nothing is forwarded and counted under: a call of
+        a tool the policy names safe under the tool's name, anything else under "rpc"."""
+        name = RPC_ROUTE
+        if isinstance(message, Message) and message.method == TOOLS_CALL:
+            tool = message.params.get("name")
+            if isinstance(tool, str) and self.rules.tool(tool) is not None:
+                name = tool  # bounded: the policy names it
+        key = (route.name, name)
+        if key not in self._passed_routes:
+            update = {"name": name, "effect": EffectClass.SAFE, "retry": None}
+            self._passed_routes[key] = route.model_copy(update=update)
+        return self._passed_routes[key]
 
     def _tool_route(self, route: Route, named: str | None) -> Route:
         """``route`` as the policy's rule for the tool ``named`` shapes it: under the tool's

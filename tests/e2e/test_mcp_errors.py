@@ -133,11 +133,6 @@ async def test_a_json_rpc_batch_holding_a_tool_call_is_refused_and_nothing_runs(
     assert server.executions() == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the proxy answers a batch's refusal as problem+json; the MCP interface it was"
-    " built to says a JSON-RPC error (id null, the problem in error.data)",
-)
 async def test_a_json_rpc_batch_s_refusal_is_a_json_rpc_error(
     stateless: tuple[McpServerProcess, ServedProxy],
 ) -> None:

@@ -19,7 +19,7 @@ from idemproxy.effectkeys import (
 )
 from idemproxy.effects.envelope import HTTP, SESSION_HEADER, Envelope, JsonRpcEnvelope
 from idemproxy.fingerprint import fingerprint
-from idemproxy.jsonrpc import Message
+from idemproxy.jsonrpc import Batch, Message
 from idemproxy.mcpcalls import METHOD_HEADER, NAME_HEADER, McpClassifier, check_routing_headers
 from idemproxy.policies.route import Route
 from idemproxy.proxy.problems import JSON_CONTENT_TYPE
@@ -95,9 +95,9 @@ def mcp_request(
     tool and arguments and answered as its JSON-RPC request; anything else passes."""
     message = jsonrpc.parse(body)
     envelope: Envelope = HTTP
-    if isinstance(message, Message) and message.is_request:
+    if isinstance(message, Batch) or (isinstance(message, Message) and message.is_request):
         envelope = JsonRpcEnvelope(
-            message.id,
+            message.id if isinstance(message, Message) else None,  # a batch's refusal: null
             request.headers.get(SESSION_HEADER),
             classifier.rules.not_applied_errors,
             route.max_recorded_bytes,
@@ -109,7 +109,7 @@ def mcp_request(
     headers = key_headers(request)
     call = None if message is None else classifier.tool_call(message, route, headers)
     if call is None:
-        passed = Passed(classifier.rpc_route(route), classifier.inspector(message))
+        passed = Passed(classifier.passed_route(route, message), classifier.inspector(message))
         request[ROUTE_NAME] = passed.route.name
         return passed
     request_fingerprint = fingerprint(
