@@ -110,6 +110,13 @@ def test_kubernetes_service_links_are_not_settings() -> None:
     assert load_config(environ=environ).config.agent_id == "a1"
 
 
+def test_the_operator_commands_admin_url_is_no_setting() -> None:
+    """The README has operators export IDEMPROXY_ADMIN_URL for the commands; a shell that did
+    must still be able to run serve and check-config."""
+    environ = {"IDEMPROXY_ADMIN_URL": "http://127.0.0.1:9090", "IDEMPROXY_AGENT_ID": "a1"}
+    assert load_config(environ=environ).config.agent_id == "a1"
+
+
 def test_a_route_ttl_below_the_upstream_read_timeout_is_refused(tmp_path: Path) -> None:
     # A record must outlive the longest answer: a repeat sent once the first attempt gave up
     # waiting would otherwise find no record and be forwarded again.

@@ -28,9 +28,6 @@ from idemproxy.store.factory import open_store
 from idemproxy.store.protocols import Store
 from idemproxy.store.work import Work
 
-# The CLI's own variable, no setting of the proxy's: left out when the environment is read.
-CLI_VARIABLES = frozenset({"IDEMPROXY_ADMIN_URL"})
-
 
 def add_config_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -43,9 +40,8 @@ def add_config_flag(parser: argparse.ArgumentParser) -> None:
 
 def settings(args: argparse.Namespace) -> ProxyConfig:
     """The proxy's settings as its config file and environment give them."""
-    environ = {name: value for name, value in os.environ.items() if name not in CLI_VARIABLES}
     config: Path | None = args.config
-    return load_settings(config, environ)
+    return load_settings(config, os.environ)
 
 
 @contextlib.asynccontextmanager

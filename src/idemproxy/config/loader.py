@@ -30,6 +30,11 @@ _SERVICE_LINK = re.compile(
 )
 
 
+# The operator commands' own variable (cli/verbs.py), no setting of the proxy's: a shell that
+# exported it for them runs serve too.
+CLI_VARIABLES = frozenset({f"{ENV_PREFIX}ADMIN_URL"})
+
+
 class LoadedConfig:
     """A validated config with each upstream's policy loaded."""
 
@@ -59,6 +64,8 @@ def _env_layer(environ: Mapping[str, str], sources: dict[str, str]) -> dict[str,
     layer: dict[str, Any] = {}
     for name, value in environ.items():
         if not name.startswith(ENV_PREFIX) or _SERVICE_LINK.fullmatch(name):
+            continue
+        if name in CLI_VARIABLES:
             continue
         path = [part.lower() for part in name[len(ENV_PREFIX) :].split(ENV_NESTING)]
         _set_path(layer, path, value)
