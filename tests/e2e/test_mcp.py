@@ -34,7 +34,10 @@ AGENT = "mcp-agent"
 # The server's way of serving each client mode: the stateless revision answers in JSON, the
 # session revision in SSE streams.
 SERVER_MODES = {"auto": "stateless", "legacy": "session"}
-TOOLS = {"send_message", "read_count", "slow_send", "fail_send", "refuse_send", "confirm_send"}
+TOOLS = {
+    "send_message", "read_count", "slow_send", "fail_send", "refuse_send", "confirm_send",
+    "delete_message",
+}  # fmt: skip
 
 
 @pytest.fixture(params=sorted(SERVER_MODES))

@@ -16,6 +16,8 @@ Tools:
 - ``fail_send(text)``: counted, then raises: the SDK answers ``isError: true``.
 - ``confirm_send(text)``: (stateless revision) answers ``input_required`` first; the retry that
   carries its ``requestState`` is counted and answered.
+- ``delete_message(id)``: undoes a ``send_message`` (its compensation); the ids deleted are
+  read back from ``GET /_deleted``.
 - ``refuse_send(text, code)``: counted, then answers the JSON-RPC error ``code`` (an
   ``MCPError``), so a test can tell an error that frees a call's key from one that is recorded.
 """
@@ -41,6 +43,7 @@ EXECUTIONS: Counter[str] = Counter()
 # Each text a sending tool sent, with the number of each execution that sent it: a text sent
 # twice is an effect that happened twice.
 SENT: dict[str, list[int]] = {}
+DELETED: list[int] = []
 
 
 def build_server() -> MCPServer:
@@ -53,6 +56,13 @@ def build_server() -> MCPServer:
         EXECUTIONS["send_message"] += 1
         SENT.setdefault(text, []).append(EXECUTIONS["send_message"])
         return {"id": EXECUTIONS["send_message"], "text": text}
+
+    @server.tool()
+    def delete_message(id: int) -> dict[str, Any]:
+        """Delete a message sent: the compensation of send_message."""
+        EXECUTIONS["delete_message"] += 1
+        DELETED.append(id)
+        return {"deleted": id}
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     def read_count() -> int:
@@ -93,6 +103,7 @@ def build_server() -> MCPServer:
 
     server.custom_route("/_executions", methods=["GET"])(executions)
     server.custom_route("/_sent", methods=["GET"])(sent)
+    server.custom_route("/_deleted", methods=["GET"])(deleted)
 
     return server
 
@@ -100,6 +111,11 @@ def build_server() -> MCPServer:
 async def executions(request: Request) -> Response:
     """The counts, for a test in another process."""
     return JSONResponse(dict(EXECUTIONS))
+
+
+async def deleted(request: Request) -> Response:
+    """The ids delete_message deleted, in order."""
+    return JSONResponse(DELETED)
 
 
 async def sent(request: Request) -> Response:

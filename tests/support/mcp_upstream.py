@@ -51,6 +51,13 @@ class McpServerProcess(UpstreamProcess):
         sent: dict[str, list[int]] = orjson.loads(body)
         return sent
 
+    def deleted(self) -> list[int]:
+        """The ids delete_message deleted, in order."""
+        status, body = http_get(f"{self.url}/_deleted")
+        assert status == 200, body
+        ids: list[int] = orjson.loads(body)
+        return ids
+
     def count(self, tool: str) -> int:
         return self.executions().get(tool, 0)
 
