@@ -4,6 +4,8 @@ code per meaning across verbs, and with ``--json`` a JSON error document instead
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -145,3 +147,18 @@ async def test_a_server_that_is_not_the_admin_api_exits_3(
 async def run_aside(*args: str) -> Ran:
     """The CLI in a thread, so that the test's own server goes on answering it."""
     return await asyncio.to_thread(idemproxy, *args)
+
+
+def test_a_reader_that_stops_early_gets_no_traceback() -> None:
+    """``idemproxy batch-status ... | head`` closes the pipe before the output ends."""
+    script = Path(sys.executable).parent / "idemproxy"
+    shown = subprocess.Popen(
+        [str(script), "policies", "show", "stripe"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert shown.stdout is not None
+    shown.stdout.close()  # the reader is gone before the first line
+    _, err = shown.communicate(timeout=30)
+    assert b"Traceback" not in err, err.decode()
+    assert shown.returncode == 141  # as a shell reports a command that SIGPIPE stopped

@@ -8,6 +8,7 @@ and its message, or with ``--json`` a JSON error document, never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import cast
@@ -43,8 +44,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(arguments)
         as_json = bool(getattr(args, "json", False))
         code: int = args.run(args)
+        sys.stdout.flush()  # here, where a closed pipe can still be told apart
     except KeyboardInterrupt:
         return int(ExitCode.INTERRUPTED)
+    except BrokenPipeError:
+        # The reader went away (``| head``): nothing more to say, and no traceback about it.
+        # What is still buffered goes nowhere instead of failing again at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return int(ExitCode.PIPE_CLOSED)
     except Exception as exc:
         failed = failure(exc)
         if failed is None:

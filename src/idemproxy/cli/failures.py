@@ -43,6 +43,7 @@ class ExitCode(IntEnum):
     USAGE = 2
     UNREACHABLE = 3
     INTERRUPTED = 130
+    PIPE_CLOSED = 141  # what a shell reports for a command SIGPIPE stopped
 
 
 class ErrorKind(StrEnum):
