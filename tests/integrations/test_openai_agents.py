@@ -6,7 +6,9 @@ import copy
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
-from agents import Model, ModelProvider, WebSearchTool, function_tool
+from agents import Model, ModelProvider, RunContextWrapper, WebSearchTool, function_tool
+from agents.mcp import MCPToolMetaContext
+from agents.tool_context import ToolContext
 
 from idemproxy import agent
 from idemproxy.integrations import openai_agents, steps
@@ -101,3 +103,17 @@ async def test_the_provider_steps_the_models_it_hands_out_and_passes_the_rest_th
     assert stepped.get_retry_advice(cast(Any, None)) is None
     await provider.aclose()
     assert inner.closed
+
+
+def test_an_mcp_tool_call_names_the_batch_and_the_model_s_call_id_in_its_meta() -> None:
+    call = ToolContext(None, tool_name="send_message", tool_call_id="call_9Ab", tool_arguments="{}")
+    context = MCPToolMetaContext(call, "tools", "send_message", {})
+    with steps.batch("release-11"):
+        assert openai_agents.mcp_meta(context) == {
+            "dev.idemproxy/batch": "release-11",
+            "dev.idemproxy/toolCall": "call_9Ab",
+        }
+    # Outside a tool call (a resolver asked with a plain run context): the batch alone.
+    outside = MCPToolMetaContext(RunContextWrapper(None), "tools", "send_message", {})
+    with steps.batch("release-11"):
+        assert openai_agents.mcp_meta(outside) == {"dev.idemproxy/batch": "release-11"}

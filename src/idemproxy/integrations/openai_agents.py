@@ -18,7 +18,12 @@ tool runs under the model's own tool call id, so a re-run of a crashed batch is 
     with steps.batch("batch-7"):
         await Runner.run(bot, task, run_config=RunConfig(model_provider=provider))
 
-The tools' own HTTP clients carry the headers through the hooks of ``idemproxy.agent``.
+The tools' own HTTP clients carry the headers through the hooks of ``idemproxy.agent``. An
+MCP server's tools carry them in each call's ``_meta`` (docs/mcp.md)::
+
+    server = MCPServerStreamableHttp(
+        params={"url": "http://127.0.0.1:8080/tools/mcp"}, tool_meta_resolver=openai_agents.mcp_meta
+    )
 """
 
 from __future__ import annotations
@@ -27,10 +32,12 @@ import copy
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
+from idemproxy import agent
 from idemproxy.integrations import steps
 
 try:
     from agents import FunctionTool, Model, ModelProvider
+    from agents.mcp import MCPToolMetaContext
     from agents.tool_context import ToolContext
 except ImportError as missing:  # pragma: no cover - only without the SDK installed
     raise ImportError(
@@ -114,3 +121,18 @@ def tagged(tool: FunctionTool) -> FunctionTool:
 def tagged_tools(tools: Iterable[Any]) -> list[Any]:
     """``tools`` with each function tool ``tagged``; other tools (hosted, MCP) as they are."""
     return [tagged(tool) if isinstance(tool, FunctionTool) else tool for tool in tools]
+
+
+def mcp_meta(call: MCPToolMetaContext) -> dict[str, str]:
+    """A ``tool_meta_resolver`` for an MCP server: each tool call's ``_meta`` names the batch
+    (and step) of the context and the model's own tool call id, which a replayed generation
+    gives back unchanged, so a re-run's call of the tool is the first one's.
+
+    ``tagged_tools`` cannot do this for MCP tools: the MCP client sends from a task of its own,
+    which never sees the context entered around the call.
+    """
+    meta = agent.mcp_meta()
+    tool_call_id = getattr(call.run_context, "tool_call_id", None)
+    if isinstance(tool_call_id, str) and tool_call_id:
+        meta[agent.MCP_META[agent.TOOL_CALL_HEADER]] = tool_call_id
+    return meta
