@@ -19,9 +19,10 @@ import os
 import random
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import aiohttp
 
@@ -138,7 +139,7 @@ async def run_chaos(fleet: Fleet, profile: ChaosProfile) -> ChaosResult:
             Agent(f"a{i}", profile.agent_plan, journal, session, lambda: rng.choice(urls), i)
             for i in range(profile.agents)
         ]
-        await _traffic(profile, agents, injector, journal)
+        await traffic(profile.duration_s, agents, injector, journal.spent)
         await _calm(fleet, injector, profile)
         final = await _recover(agents[0], journal)
     store = open_store(fleet.store_url)
@@ -195,14 +196,22 @@ def _figures(
     }
 
 
-async def _traffic(
-    profile: ChaosProfile, agents: list[Agent], injector: FaultInjector, journal: Journal
+class Runs(Protocol):
+    """An agent of a chaos run: it sends until ``stop`` is set."""
+
+    async def run(self, stop: asyncio.Event) -> None: ...
+
+
+async def traffic(
+    duration_s: float, agents: Sequence[Runs], injector: FaultInjector, spent: asyncio.Event
 ) -> None:
+    """Run ``agents`` beside the faults for ``duration_s`` or until the calls are ``spent``,
+    and on until every planned fault has happened."""
     stop = asyncio.Event()
     tasks = [asyncio.create_task(agent.run(stop)) for agent in agents]
     faults = asyncio.create_task(injector.run(stop))
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(journal.spent.wait(), profile.duration_s)
+        await asyncio.wait_for(spent.wait(), duration_s)
     # On a slow machine restarts take longer: run on until every planned fault has happened.
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(injector.covered.wait(), COVERAGE_GRACE_S)

@@ -11,7 +11,6 @@ JSON-RPC message.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import time
 from collections import Counter
@@ -22,6 +21,7 @@ import aiohttp
 from idemproxy.store.factory import open_store
 from tests.support.agents import Answer, Verdict, verdict
 from tests.support.audit import record_key
+from tests.support.chaos import traffic
 from tests.support.chaos_mcp import McpAgent, McpCall, McpJournal
 from tests.support.faults import FaultInjector, FaultPlan
 from tests.support.fleet import DurableRedis, FleetProxy
@@ -29,7 +29,6 @@ from tests.support.mcp_upstream import McpServerProcess
 
 FINAL_TRIES = 40
 FINAL_CONCURRENCY = 16
-COVERAGE_GRACE_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -78,15 +77,7 @@ async def run_mcp_chaos(
             McpAgent(f"a{i}", journal, session, lambda: rng.choice(urls), profile.seed * 100 + i)
             for i in range(profile.agents)
         ]
-        stop = asyncio.Event()
-        tasks = [asyncio.create_task(agent.run(stop)) for agent in agents]
-        faults = asyncio.create_task(injector.run(stop))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(journal.spent.wait(), profile.duration_s)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(injector.covered.wait(), COVERAGE_GRACE_S)
-        stop.set()
-        await asyncio.gather(*tasks, faults)
+        await traffic(profile.duration_s, agents, injector, journal.spent)
         await injector.restore()
         # A lease taken just before the calm may still run; it must run out before the repeat.
         await asyncio.sleep(profile.lease_ms / 1000 + 0.5)
