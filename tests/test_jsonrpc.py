@@ -91,3 +91,17 @@ def test_an_answer_takes_the_new_request_id() -> None:
 def test_result_of_what_has_none() -> None:
     assert jsonrpc.result_of({"result": []}) == {}
     assert jsonrpc.error_code({"error": {"code": True}}) is None
+
+
+def test_a_failed_answer_and_what_it_says() -> None:
+    error = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "boom"}}
+    tool_error = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {"isError": True, "content": [{"type": "text", "text": "no"}, {"text": "quota"}]},
+    }
+    assert jsonrpc.failed(error)
+    assert jsonrpc.failed(tool_error)
+    assert not jsonrpc.failed(ANSWER)
+    assert jsonrpc.error_text(error) == "boom"
+    assert jsonrpc.error_text(tool_error) == "no quota"

@@ -144,3 +144,20 @@ def error_code(answer: dict[str, Any]) -> int | None:
 def result_of(answer: dict[str, Any]) -> dict[str, Any]:
     result = answer.get("result")
     return result if isinstance(result, dict) else {}
+
+
+def failed(answer: dict[str, Any]) -> bool:
+    """Whether an answer reports a failure: a JSON-RPC error, or an MCP tool's ``isError``
+    result."""
+    return error_code(answer) is not None or result_of(answer).get("isError") is True
+
+
+def error_text(answer: dict[str, Any]) -> str:
+    """What a failed answer says: a JSON-RPC error's message, or the text of an ``isError``
+    result's content."""
+    error = answer.get("error")
+    if isinstance(error, dict):
+        return str(error.get("message", ""))
+    content = result_of(answer).get("content")
+    blocks = content if isinstance(content, list) else []
+    return " ".join(str(block.get("text", "")) for block in blocks if isinstance(block, dict))

@@ -13,7 +13,7 @@ from yarl import URL
 
 from idemproxy import __version__, jsonrpc
 from idemproxy.ledger.compensator import Sent
-from idemproxy.ledger.tool_compensation import COMPENSATION_ID, TOOLS_CALL_HEADERS, failed
+from idemproxy.ledger.tool_compensation import COMPENSATION_ID, TOOLS_CALL_HEADERS
 
 SESSION_HEADER = "Mcp-Session-Id"
 VERSION_HEADER = "Mcp-Protocol-Version"
@@ -68,16 +68,9 @@ def tool_answer(status: int, outcome: str, content_type: str, body: bytes) -> Se
     answer = jsonrpc.answer_to(body, content_type, COMPENSATION_ID)
     if answer is None:
         return Sent(status, outcome, _start(body), answer_failed=status < 400)
-    if not failed(answer):
+    if not jsonrpc.failed(answer):
         return Sent(status, outcome)
-    error = answer.get("error")
-    if isinstance(error, dict):
-        detail = str(error.get("message", ""))
-    else:
-        content = jsonrpc.result_of(answer).get("content")
-        blocks = content if isinstance(content, list) else []
-        detail = " ".join(str(b.get("text", "")) for b in blocks if isinstance(b, dict))
-    return Sent(status, outcome, detail[:DETAIL_CHARS], answer_failed=True)
+    return Sent(status, outcome, jsonrpc.error_text(answer)[:DETAIL_CHARS], answer_failed=True)
 
 
 def _start(body: bytes) -> str:

@@ -204,8 +204,7 @@ def _framed(stored: StoredResponse) -> dict[str, Any]:
 
 
 def _completed(status: int, answer: dict[str, Any], route: Route) -> Settlement:
-    failed = jsonrpc.error_code(answer) is not None
-    failed = failed or jsonrpc.result_of(answer).get("isError") is True
+    failed = jsonrpc.failed(answer)
     headers = (*_JSON_HEADERS, (ANSWER_FAILED_HEADER, "true")) if failed else _JSON_HEADERS
     response = StoredResponse(status, headers, orjson.dumps(answer))
     return Settlement(
@@ -220,12 +219,5 @@ def _completed(status: int, answer: dict[str, Any], route: Route) -> Settlement:
 def _message(answer: dict[str, Any]) -> str:
     """What an error answer says, cut short: a JSON-RPC error's message, or the text of an
     ``isError`` result."""
-    error = answer.get("error")
-    if isinstance(error, dict):
-        text = str(error.get("message", ""))
-    else:
-        content = jsonrpc.result_of(answer).get("content")
-        blocks = content if isinstance(content, list) else []
-        texts = [block.get("text", "") for block in blocks if isinstance(block, dict)]
-        text = " ".join(str(t) for t in texts)
+    text = jsonrpc.error_text(answer)
     return text if len(text) <= _MAX_ERROR_TEXT else text[: _MAX_ERROR_TEXT - 1] + "…"

@@ -8,11 +8,8 @@ record keeps the answer and no request, and the path is what says which tool ran
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 
-from idemproxy import jsonrpc
 from idemproxy.encodings import UndecodableBody
 from idemproxy.policies.mcp import ToolCompensation
 from idemproxy.policies.placeholders import Values, fill_value
@@ -49,10 +46,3 @@ def tool_call_body(record: EffectRecord, compensation: ToolCompensation) -> byte
     params = {"name": compensation.tool, "arguments": arguments}
     message = {"jsonrpc": "2.0", "id": COMPENSATION_ID, "method": "tools/call", "params": params}
     return orjson.dumps(message)
-
-
-def failed(answer: dict[str, Any]) -> bool:
-    """Whether a JSON-RPC answer reports a failure."""
-    return jsonrpc.error_code(answer) is not None or (
-        jsonrpc.result_of(answer).get("isError") is True
-    )
