@@ -63,9 +63,9 @@ def _merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> None:
 def _env_layer(environ: Mapping[str, str], sources: dict[str, str]) -> dict[str, Any]:
     layer: dict[str, Any] = {}
     for name, value in environ.items():
-        if not name.startswith(ENV_PREFIX) or _SERVICE_LINK.fullmatch(name):
+        if not name.startswith(ENV_PREFIX) or name in CLI_VARIABLES:
             continue
-        if name in CLI_VARIABLES:
+        if _SERVICE_LINK.fullmatch(name):
             continue
         path = [part.lower() for part in name[len(ENV_PREFIX) :].split(ENV_NESTING)]
         _set_path(layer, path, value)
