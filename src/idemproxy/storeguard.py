@@ -147,7 +147,6 @@ class StoreGuard:
         risks = findings(durability, self._settings, self._store.backend)
         await self._count_evictions(durability)
         found = await self._store.check_marker(self._seen)
-        self._store.expect_marker(found.marker if found.loss is None else None)
         if found.loss is None:
             self._seen = found.marker
             if found.created and self._reports and await self._store.list_agents():
@@ -157,6 +156,10 @@ class StoreGuard:
                     " records would look like too; if the store was restored or emptied"
                     " lately, check its effects at the upstreams"
                 )
+        # While a loss stands the claims still compare the marker last seen, which the emptied
+        # store lacks: a request already past this guard (waiting on an attempt in flight) that
+        # claims again must not take its key on the empty store and send the effect twice.
+        self._store.expect_marker(self._seen)
         verdict = _verdict(risks, found.loss)
         verdict = dataclasses.replace(verdict, durability=durability, marker=found.marker)
         self._publish(verdict, risks)

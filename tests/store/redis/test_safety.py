@@ -9,12 +9,16 @@ from pathlib import Path
 
 import pytest
 import redis
+from prometheus_client import CollectorRegistry
 from redis.asyncio import Redis
 
+from idemproxy.config.settings import StoreSafetyConfig
+from idemproxy.metrics import Metrics
 from idemproxy.store.errors import StoreUnavailable
 from idemproxy.store.records import Claimed, RecordKey
 from idemproxy.store.redis.store import RedisStore
 from idemproxy.store.safety import LossKind
+from idemproxy.storeguard import SafetyStatus, StoreGuard
 from tests.store.conftest import RedisServer, free_port
 from tests.store.test_contract import claim_fence, claim_request, completed
 from tests.support.cluster import LocalCluster
@@ -117,3 +121,25 @@ async def test_every_master_of_a_cluster_is_asked_and_the_marker_works_there(
     assert evicting.eviction_policy == "allkeys-lru"
     assert seen is not None
     assert (again.loss, again.marker) == (None, dataclasses.replace(seen, checks=2))
+
+
+async def test_a_claim_after_the_guard_found_the_loss_is_still_refused(
+    store: RedisStore, redis_server: RedisServer
+) -> None:
+    """A request past the guard before the loss (waiting on an attempt in flight, say) claims
+    again after the guard's check found the store emptied: that claim must still compare the
+    marker the proxy knew, or it takes the key on the empty store and sends the effect twice
+    (seen in tests/chaos/test_store_loss.py)."""
+    guard = StoreGuard(store, StoreSafetyConfig(), Metrics(CollectorRegistry()))
+    await guard.admit()
+    key = RecordKey("agent", "charge-1")
+    fence = await claim_fence(store, claim_request(key))
+    assert await store.settle(key, fence, completed())
+    other = Redis.from_url(redis_server.url)
+    await other.flushall()
+    await other.aclose()
+
+    assert (await guard.check()).status is SafetyStatus.RECORDS_LOST
+    with pytest.raises(StoreUnavailable, match="marker"):
+        await store.claim(claim_request(key))
+    assert await store.get(key) is None
