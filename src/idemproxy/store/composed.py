@@ -11,7 +11,8 @@ from idemproxy.store.batches import BatchStart
 from idemproxy.store.control import AgentControl, PauseRequest
 from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
 from idemproxy.store.outcomes import ArchivedOutcome
-from idemproxy.store.protocols import Control, Journal, RecordStore, Safety
+from idemproxy.store.approvals import Approval, DecideRequest, HoldRequest
+from idemproxy.store.protocols import Approvals, Control, Journal, RecordStore, Safety
 from idemproxy.store.records import (
     ClaimRequest,
     ClaimResult,
@@ -28,7 +29,7 @@ from idemproxy.store.work import Forgotten, Work
 
 
 class ComposedStore:
-    """The :class:`~idemproxy.store.protocols.Store` of four parts; ``records`` also says
+    """The :class:`~idemproxy.store.protocols.Store` of five parts; ``records`` also says
     which backend it is and opens and closes what the parts share. ``retention`` is what the
     backend built its parts with, for those who report it."""
 
@@ -38,6 +39,8 @@ class ComposedStore:
         journal: Journal,
         control: Control,
         safety: Safety,
+        *,
+        approvals: Approvals,
         retention: Retention = DEFAULT_RETENTION,
     ) -> None:
         self.backend = records.backend
@@ -46,6 +49,7 @@ class ComposedStore:
         self.journal = journal
         self.control = control
         self.safety = safety
+        self.approvals = approvals
 
     # RecordStore
 
@@ -154,3 +158,23 @@ class ComposedStore:
 
     async def read_store_log(self, limit: int = 100) -> list[AuditEntry]:
         return await self.safety.read_store_log(limit)
+
+    # Approvals
+
+    async def hold(self, request: HoldRequest) -> Approval:
+        return await self.approvals.hold(request)
+
+    async def decide(self, request: DecideRequest) -> Approval | None:
+        return await self.approvals.decide(request)
+
+    async def take(self, agent: str, approval_id: str) -> Approval | None:
+        return await self.approvals.take(agent, approval_id)
+
+    async def get_approval(self, agent: str, approval_id: str) -> Approval | None:
+        return await self.approvals.get_approval(agent, approval_id)
+
+    async def list_approvals(self, agent: str, limit: int = 100) -> list[Approval]:
+        return await self.approvals.list_approvals(agent, limit)
+
+    async def expire_approvals(self, agent: str, limit: int = 100) -> list[Approval]:
+        return await self.approvals.expire_approvals(agent, limit)

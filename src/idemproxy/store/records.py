@@ -36,6 +36,11 @@ class EventType(StrEnum):
     NOT_APPLIED = "effect.not_applied"
     REPLAYED = "effect.replayed"
     RESOLVED = "effect.resolved"
+    # Of an effect held for an operator's approval before it is sent (store/approvals.py).
+    APPROVAL_REQUESTED = "effect.approval_requested"
+    APPROVED = "effect.approved"
+    DENIED = "effect.denied"
+    APPROVAL_EXPIRED = "effect.approval_expired"
     # Of the agent, not of one effect (store/control.py): written in the same step as the
     # change they report, with the effect that caused it where there is one.
     AGENT_ERROR = "agent.error"  # an effect turned unknown: the agent needs a decision

@@ -21,6 +21,8 @@ class Work(StrEnum):
     # Delivery: events after the agent's cursor, or records in flight or awaiting review, each
     # of which will emit an event when it settles or is resolved.
     DELIVERY = "delivery"
+    # The console and the sweep: approvals awaiting a decision or a use (store/approvals.py).
+    APPROVAL = "approval"
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,8 @@ class MemoryControl:
             if (record := tables.live(key, now_ms)) is not None
             and record.state in (RecordState.IN_FLIGHT, RecordState.UNKNOWN)
         }
+        if work is Work.APPROVAL:
+            return sorted({agent for (agent, _), (a, _) in tables.approvals.items() if a.open})
         if work is Work.REVIEW:
             busy.update(agent for agent, c in tables.controls.items() if c.pause is not None)
         else:

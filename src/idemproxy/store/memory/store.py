@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from idemproxy.store.clock import SteadyClock
 from idemproxy.store.composed import ComposedStore
+from idemproxy.store.memory.approvals import MemoryApprovals
 from idemproxy.store.memory.control import MemoryControl
 from idemproxy.store.memory.journal import MemoryJournal
 from idemproxy.store.memory.records import MemoryRecords
@@ -24,4 +25,6 @@ class MemoryStore(ComposedStore):
         clock: Callable[[], int] = clock_ms or SteadyClock()
         self._tables = tables = MemoryTables(clock, retention)
         parts = MemoryJournal(tables), MemoryControl(tables), MemorySafety(clock)
-        super().__init__(MemoryRecords(tables), *parts, retention=retention)
+        super().__init__(
+            MemoryRecords(tables), *parts, approvals=MemoryApprovals(tables), retention=retention
+        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from idemproxy.store.approvals import Approval, approval_extra
 from idemproxy.store.control import AgentControl
 from idemproxy.store.journal import AuditEntry, DeliveryCursor
 from idemproxy.store.outcomes import ARCHIVED_STATES, ArchivedOutcome, archived_outcome
@@ -32,6 +33,8 @@ class MemoryTables:
         self.outcomes: dict[tuple[str, str], OutcomeArchive] = {}
         self.controls: dict[str, AgentControl] = {}
         self.fences: dict[str, int] = {}  # the last fence handed out, per agent
+        # (agent, approval id) -> approval, and when it may be dropped (None: while open).
+        self.approvals: dict[tuple[str, str], tuple[Approval, int | None]] = {}
         self._next_id = 0  # of events and audit entries, which order together
 
     def live(self, key: RecordKey, now_ms: int) -> EffectRecord | None:
@@ -123,6 +126,20 @@ class MemoryTables:
             state=state,
         )
         self.events.setdefault(key.agent, []).append(event)
+
+    def emit_approval(self, approval: Approval, type_: EventType, now_ms: int) -> None:
+        """Append an approval's change to its agent's outbox, naming the approval."""
+        event = EffectEvent(
+            event_id=self._new_id(),
+            type=type_,
+            key=approval.key,
+            meta=approval.meta,
+            reason=approval.note,
+            ts_ms=now_ms,
+            state=approval.state.value,
+            extra=approval_extra(approval),
+        )
+        self.events.setdefault(approval.key.agent, []).append(event)
 
     def append_audit(self, entry: AuditEntry, now_ms: int) -> AuditEntry:
         entry = dataclasses.replace(entry, ts_ms=now_ms, entry_id=self._new_id())
