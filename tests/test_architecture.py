@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "idemproxy.logs",
             "idemproxy.duplicates",
             "idemproxy.metrics",
+            "idemproxy.metricchildren",
             "idemproxy.jsonrpc",
         ),
     ),

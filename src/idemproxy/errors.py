@@ -48,6 +48,10 @@ class ProblemCode(StrEnum):
     FORGED_COMPENSATION = "forged-compensation"
     # A repeat of an effect an operator's compensation undid: never replayed as done.
     EFFECT_COMPENSATED = "effect-compensated"
+    # Effects held for an operator's approval before they are sent (effects/approval.py).
+    APPROVAL_REQUIRED = "approval-required"
+    APPROVAL_EXPIRED = "approval-expired"
+    APPROVAL_DENIED = "approval-denied"
     # Answers of the admin API (and of the CLI working on a store directly).
     UNAUTHORIZED = "unauthorized"
     NOT_FOUND = "not-found"

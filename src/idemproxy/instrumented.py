@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from idemproxy.metrics import Metrics
+from idemproxy.store.approvals import Approval, DecideRequest, HoldRequest
 from idemproxy.store.batches import BatchStart
 from idemproxy.store.control import AgentControl, PauseRequest
 from idemproxy.store.errors import StoreError
@@ -60,6 +61,7 @@ class InstrumentedStore:
                 "control",
                 "durability",
                 "marker",
+                "approval",
             )
         }
 
@@ -171,6 +173,24 @@ class InstrumentedStore:
 
     async def read_store_log(self, limit: int = 100) -> list[AuditEntry]:
         return await self._timed("marker", lambda: self.inner.read_store_log(limit))
+
+    async def hold(self, request: HoldRequest) -> Approval:
+        return await self._timed("approval", lambda: self.inner.hold(request))
+
+    async def decide(self, request: DecideRequest) -> Approval | None:
+        return await self._timed("approval", lambda: self.inner.decide(request))
+
+    async def take(self, agent: str, approval_id: str) -> Approval | None:
+        return await self._timed("approval", lambda: self.inner.take(agent, approval_id))
+
+    async def get_approval(self, agent: str, approval_id: str) -> Approval | None:
+        return await self._timed("approval", lambda: self.inner.get_approval(agent, approval_id))
+
+    async def list_approvals(self, agent: str, limit: int = 100) -> list[Approval]:
+        return await self._timed("approval", lambda: self.inner.list_approvals(agent, limit))
+
+    async def expire_approvals(self, agent: str, limit: int = 100) -> list[Approval]:
+        return await self._timed("approval", lambda: self.inner.expire_approvals(agent, limit))
 
     async def close(self) -> None:
         await self.inner.close()

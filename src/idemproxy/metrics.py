@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 from enum import StrEnum
-from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client import disable_created_metrics as _disable_created
@@ -47,8 +46,6 @@ class DuplicateKind(StrEnum):
 
 MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 _SCOPE = "store_scope"
-
-M = TypeVar("M", Counter, Histogram)
 
 # Agents with a label of their own, besides the configured one: ample for the few agents one
 # proxy serves, small enough that a proxy shared by an unbounded crowd stays cheap to scrape.
@@ -105,26 +102,6 @@ class ScopedGauge:
 
     def labels(self, *values: str) -> Gauge:
         return self._gauge.labels(*values, self._scope)
-
-
-class Children(Generic[M]):
-    """A labelled metric's children, each looked up once.
-
-    ``labels()`` takes a lock and checks its arguments on every call; on the request path the
-    label sets are few (upstream x route x outcome), so each child is kept after its first use.
-    """
-
-    __slots__ = ("_children", "_metric")
-
-    def __init__(self, metric: M) -> None:
-        self._metric: M = metric
-        self._children: dict[tuple[str, ...], M] = {}
-
-    def __call__(self, *values: str) -> M:
-        child = self._children.get(values)
-        if child is None:
-            child = self._children[values] = self._metric.labels(*values)
-        return child
 
 
 class Metrics:
@@ -275,6 +252,20 @@ class Metrics:
             "Agents dropped from the agent registry past its cap (their records stay).",
             registry=r,
         )
+        self.approvals = Counter(
+            "idemproxy_approvals",
+            "Effects held for approval, and what became of each: requested, approved, denied,"
+            " expired, used.",
+            ["upstream", "event"],
+            registry=r,
+        )
+        self.approvals_waiting = Gauge(
+            "idemproxy_approvals_waiting",
+            "Held effects awaiting an operator's decision, as the sweep last counted them.",
+            scope,
+            registry=r,
+            multiprocess_mode="livemax",
+        ).labels(store_scope)
         self.controller_events = Counter(
             "idemproxy_controller_events",
             "Events offered to the recovery controller, by result.",

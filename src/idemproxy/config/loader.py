@@ -140,7 +140,10 @@ def load_config(
     policies: dict[str, Policy] = {}
     for name in config.upstreams:
         try:
-            policies[name] = load_policy(config.policy_ref(name))
+            policy = load_policy(config.policy_ref(name))
+            policies[name] = policy.with_approvals(config.upstreams[name].approvals)
+        except ValueError as exc:
+            raise ConfigError(f"upstream {name!r}: {exc}") from exc
         except ConfigError as exc:
             raise ConfigError(f"upstream {name!r}: {exc}") from exc
         _check_ttls(name, config.upstreams[name], policies[name])

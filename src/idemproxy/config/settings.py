@@ -20,6 +20,7 @@ from pydantic import (
 )
 from yarl import URL
 
+from idemproxy.policies.approval import ApprovalRule
 from idemproxy.policies.loader import shipped_packs
 from idemproxy.store.control import MAX_STREAK
 from idemproxy.store.retention import (
@@ -81,6 +82,8 @@ class UpstreamConfig(Frozen):
     # so there is deliberately no total timeout, only this idle one.
     read_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 300.0
     max_connections: Annotated[int, Field(ge=1, le=10_000)] = 100
+    # Route name -> when its effects wait for an operator's approval (docs/approvals.md).
+    approvals: dict[str, ApprovalRule] = {}
 
     @field_validator("url")
     @classmethod

@@ -29,6 +29,9 @@ class AutoAction(StrEnum):
     LATE_SETTLE_REFUSED = "effect.late_settle_refused"  # the fence moved before the settle
     CONFLICT_REFUSED = "effect.conflict_refused"  # a key sent again with another request
     FORGED_COMPENSATION = "compensation.forged_refused"  # Idem-Compensates without the seal
+    APPROVAL_REQUESTED = "approval.requested"  # an effect held until an operator approves it
+    APPROVAL_USED = "approval.used"  # the one attempt an approval was given for
+    APPROVAL_EXPIRED = "approval.expired"  # an approval not used in time
 
 
 class AuditLog(Protocol):

@@ -9,7 +9,9 @@ from aiohttp import web
 from idemproxy.effectkeys import EffectKey
 from idemproxy.effects.envelope import HTTP, Envelope
 from idemproxy.policies.route import Route
+from idemproxy.policies.secretpaths import shown_path
 from idemproxy.proxy.upstreams import Target
+from idemproxy.store.records import EffectMeta
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,3 +34,15 @@ class EffectContext:
     envelope: Envelope = HTTP
     # The MCP tool a tools/call calls: its record's path names it (``/mcp#send_message``).
     tool: str = ""
+
+    def meta(self) -> EffectMeta:
+        """The facts its record keeps, and every event, answer and payload made from it shows:
+        secret path parameters as ``{name}``, and a tool call's tool after ``#``."""
+        return EffectMeta(
+            batch=self.key.batch,
+            tool_call=self.key.tool_call,
+            action=self.key.action,
+            upstream=self.target.upstream.name,
+            method=self.request.method,
+            path=shown_path(self.route, self.target.path) + (f"#{self.tool}" if self.tool else ""),
+        )

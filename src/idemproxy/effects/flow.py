@@ -1,5 +1,6 @@
 """The exactly-once flow for one request on an effectful route (SPEC section 4).
 
+(held for approval, none usable) 428 approval-required or 403 approval-denied (effects/approval.py)
 claim -> (claimed) forward, relay, settle (effects/forwarding.py)
       -> (claimed, replicas did not confirm it) release it, 503 store-not-replicated
       -> (completed) replay the record
@@ -19,6 +20,7 @@ from aiohttp import ClientSession, web
 from idemproxy.effectkeys import KeySource
 from idemproxy.effects.answers import replay_response
 from idemproxy.effects.append import AppendGuard
+from idemproxy.effects.approval import ApprovalGate, Held
 from idemproxy.effects.attempts import Attempts
 from idemproxy.effects.audit import AutoAction, EffectAudit, automatic
 from idemproxy.effects.conflicts import idempotency_key_reused, tool_call_already_acted
@@ -36,14 +38,13 @@ from idemproxy.effects.refusals import (
 )
 from idemproxy.effects.settler import Settler
 from idemproxy.errors import ProblemCode, RequestRefused
-from idemproxy.metrics import Children, DuplicateKind, Metrics
-from idemproxy.policies.secretpaths import shown_path
+from idemproxy.metricchildren import Children
+from idemproxy.metrics import DuplicateKind, Metrics
 from idemproxy.store.errors import StoreError
-from idemproxy.store.protocols import RecordStore
+from idemproxy.store.protocols import Approvals, RecordStore
 from idemproxy.store.records import (
     Claimed,
     ClaimRequest,
-    EffectMeta,
     EffectRecord,
     Paused,
     RecordState,
@@ -61,6 +62,7 @@ class EffectFlow:
     def __init__(
         self,
         store: RecordStore,
+        approvals: Approvals,
         attempts: Attempts,
         metrics: Metrics,
         session: ClientSession,
@@ -79,21 +81,14 @@ class EffectFlow:
         self.forwarder = Forwarder(
             session, self.settler, self.native, self.appends, metrics, agent_write_timeout_s
         )
+        self.approvals = ApprovalGate(store, approvals, self.settler, audit, metrics)
 
     async def handle(self, ctx: EffectContext) -> tuple[web.StreamResponse, Outcome]:
-        meta = EffectMeta(
-            batch=ctx.key.batch,
-            tool_call=ctx.key.tool_call,
-            action=ctx.key.action,
-            upstream=ctx.target.upstream.name,
-            method=ctx.request.method,
-            # What the record keeps, and every event, answer and payload made from it, shows.
-            path=shown_path(ctx.route, ctx.target.path) + (f"#{ctx.tool}" if ctx.tool else ""),
-        )
+        held = await self.approvals.admit(ctx)
         claim = ClaimRequest(
             ctx.key.record_key,
             ctx.fingerprint,
-            meta,
+            ctx.meta(),
             ctx.route.lease_ms,
             ctx.route.ttl_s,
             ignore_pause=ctx.operator,
@@ -111,7 +106,9 @@ class EffectFlow:
                 case Claimed(fence=fence, first_attempt_ms=first_attempt_ms):
                     outcome = Outcome.RECONCILED if reconciled else Outcome.FORWARDED
                     claimed = dataclasses.replace(ctx, first_attempt_ms=first_attempt_ms)
-                    return await self._attempt(claimed, fence, outcome)
+                    # A reconcile's re-send is the attempt the approval was spent on, again.
+                    approved = None if reconciled else held
+                    return await self._attempt(claimed, fence, outcome, approved)
                 case Paused(pause=pause):
                     raise agent_paused(ctx.key.record_key.agent, pause)
                 case Standing(record=record) as standing:
@@ -230,9 +227,11 @@ class EffectFlow:
         self.metrics.blocked.count(agent, ctx.key.batch, upstream, route, kind)
 
     async def _attempt(
-        self, ctx: EffectContext, fence: int, outcome: Outcome
+        self, ctx: EffectContext, fence: int, outcome: Outcome, held: Held | None
     ) -> tuple[web.StreamResponse, Outcome]:
         key = ctx.key.record_key
+        if held is not None:  # sent only under an approval this attempt uses
+            await self.approvals.on_claimed(ctx, held, fence)
         self.attempts.begin(key, fence)
         try:
             with LeaseKept(self.store, key, fence, ctx.route.lease_ms):

@@ -20,7 +20,8 @@ from idemproxy.effects.refusals import upstream_failed
 from idemproxy.effects.settler import Settler
 from idemproxy.effects.status import classify_status
 from idemproxy.errors import RequestRefused
-from idemproxy.metrics import Children, Metrics
+from idemproxy.metricchildren import Children
+from idemproxy.metrics import Metrics
 from idemproxy.policies.append import AppendRule
 from idemproxy.policies.kinds import EffectClass
 from idemproxy.proxy.forward import Exchange, UpstreamFailure

@@ -53,3 +53,7 @@ class CredentialIdentity(StrEnum):
     STRIPE_MODE = "stripe_mode"
     JWT_SUBJECT = "jwt_subject"
     DISCORD_BOT = "discord_bot"
+
+
+# The MCP spec's tool names: 1-128 of these characters (2025-11-25, "Tool names").
+TOOL_NAME = r"^[A-Za-z0-9_.\-/]{1,128}$"

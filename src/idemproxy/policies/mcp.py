@@ -17,12 +17,10 @@ from pydantic import Field, field_validator, model_validator
 
 from idemproxy.policies import placeholders
 from idemproxy.policies.document import Frozen
-from idemproxy.policies.kinds import ToolCallEffects
+from idemproxy.policies.kinds import TOOL_NAME, ToolCallEffects
 from idemproxy.policies.placeholders import Source
 from idemproxy.policies.route import check_pointer
 
-# The MCP spec's tool names: 1-128 of these characters (2025-11-25, "Tool names").
-TOOL_NAME = r"^[A-Za-z0-9_.\-/]{1,128}$"
 # The errors a server sends before a tool runs: unparsable, not a request, no such method, bad
 # arguments. Any other error may come from inside a tool that already acted.
 NOTHING_HAPPENED_ERRORS = (-32700, -32600, -32601, -32602)

@@ -3,11 +3,13 @@ the upstream's own dedupe. Quantities carry their unit in the field name."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated
 
 from pydantic import Field, model_validator
 
+from idemproxy.policies.approval import ApprovalRule
 from idemproxy.policies.document import Frozen, LocatedError
 from idemproxy.policies.kinds import AdapterName
 from idemproxy.policies.mcp import McpRules
@@ -128,6 +130,24 @@ class Policy(Frozen):
                         f" narrow {before.name!r}",
                     )
         return self
+
+    def with_approvals(self, approvals: Mapping[str, ApprovalRule]) -> Policy:
+        """This policy with the approval rules of an upstream's settings put on the routes they
+        name, so a shipped pack holds effects without being copied out."""
+        names = {route.name for route in (*self.routes, self.default)}
+        for name in approvals:
+            if name not in names:
+                raise ValueError(
+                    f"approvals names route {name!r}, which policy {self.name!r} does not have"
+                    f" (its routes: {', '.join(sorted(names))})"
+                )
+        if not approvals:
+            return self
+        data = self.model_dump(by_alias=True, exclude_unset=True)
+        for route in (*data.get("routes", ()), data["default"]):
+            if route["name"] in approvals:
+                route["approval"] = approvals[route["name"]]
+        return Policy.model_validate(data)
 
     def _indexed_routes(self) -> list[tuple[int, Route]]:
         return [*enumerate(self.routes), (-1, self.default)]

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from idemproxy.jsonpointer import WILDCARD, pointer_tokens
 from idemproxy.policies.append import AppendRule
+from idemproxy.policies.approval import ApprovalRule
 from idemproxy.policies.compensation import Compensation
 from idemproxy.policies.document import Frozen, LocatedError
 from idemproxy.policies.kinds import EffectClass, OnMissingKey, ToolCallEffects
@@ -58,6 +59,8 @@ class Route(Frozen):
     # Path parameters that carry a credential (a webhook or bot token): forwarded as they
     # came, but stored, shown and logged as their ``{name}`` only.
     secret_path_params: tuple[str, ...] = ()
+    # Effects an operator approves before they are sent (policies/approval.py).
+    approval: ApprovalRule | None = None
 
     @field_validator("volatile_fields")
     @classmethod
@@ -124,7 +127,19 @@ class Route(Frozen):
             self.append.check_fits(params)
         if self.compensation is not None:
             self.compensation.check_fits(params, frozenset(self.secret_path_params))
+        if self.approval is not None:
+            self._check_approval(self.approval, params)
         return self
+
+    def _check_approval(self, approval: ApprovalRule, params: frozenset[str]) -> None:
+        if self.effect is EffectClass.SAFE:
+            raise ValueError(f"route {self.name!r}: a safe route sends no effect to approve")
+        for name in sorted(approval.params() - params):
+            known = ", ".join(sorted(params)) or "none"
+            raise ValueError(
+                f"route {self.name!r}: an approval condition names param {name!r}, which is no"
+                f" parameter of {self.match.path} (it has: {known})"
+            )
 
     def _check_secrets(self, params: frozenset[str]) -> None:
         seen: set[str] = set()

@@ -33,6 +33,7 @@ async def _session_and_flow(app: web.Application) -> AsyncIterator[None]:
     app[CLIENT_SESSION] = session
     app[EFFECT_FLOW] = EffectFlow(
         state.store,
+        state.store,
         state.attempts,
         state.metrics,
         session,

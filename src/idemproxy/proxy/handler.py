@@ -26,7 +26,7 @@ from idemproxy.mcpcalls import (
     McpClassifier,
     missing_key,
 )
-from idemproxy.metrics import Children
+from idemproxy.metricchildren import Children
 from idemproxy.policies.kinds import EffectClass
 from idemproxy.policies.route import Route
 from idemproxy.proxy.body import decoded_body, read_body

@@ -41,6 +41,9 @@ _STATUS: dict[ProblemCode, tuple[int, str]] = {
     ProblemCode.UPSTREAM_TIMEOUT: (504, "Upstream timeout"),
     ProblemCode.FORGED_COMPENSATION: (403, "Forged compensation"),
     ProblemCode.EFFECT_COMPENSATED: (409, "Effect compensated"),
+    ProblemCode.APPROVAL_REQUIRED: (428, "Approval required"),
+    ProblemCode.APPROVAL_EXPIRED: (428, "Approval expired"),
+    ProblemCode.APPROVAL_DENIED: (403, "Approval denied"),
     ProblemCode.UNAUTHORIZED: (401, "Unauthorized"),
     ProblemCode.FOREIGN_HOST: (403, "Foreign Host"),
     ProblemCode.CROSS_ORIGIN_REQUEST: (403, "Cross-origin request"),
@@ -63,6 +66,10 @@ _RETRYABLE = frozenset(
         ProblemCode.RATE_LIMITED,
     }
 )
+
+# Answers that wait for a person: their Retry-After says when asking again is worth it, but an
+# SDK's own retry loop would only spend its retries within seconds, so it is told to stop.
+_WAIT_FOR_PEOPLE = frozenset({ProblemCode.APPROVAL_REQUIRED, ProblemCode.APPROVAL_EXPIRED})
 
 
 def should_retry_headers(retry: bool) -> dict[str, str]:
@@ -127,7 +134,7 @@ def _problem(
     if effect_key is not None:
         document["effect_key"] = effect_key
     document.update(extra or {})
-    retryable = code in _RETRYABLE or retry_after_s is not None
+    retryable = code in _RETRYABLE or (retry_after_s is not None and code not in _WAIT_FOR_PEOPLE)
     headers = {"Idem-Outcome": str(code), **should_retry_headers(retryable)}
     if effect_key is not None:
         headers["Idem-Key"] = effect_key

@@ -12,7 +12,7 @@ from aiohttp import web
 from idemproxy.effects.outcome import Outcome, outcome_headers
 from idemproxy.effects.refusals import upstream_failed
 from idemproxy.jsonrpc import EVENT_STREAM_TYPE
-from idemproxy.metrics import Children
+from idemproxy.metricchildren import Children
 from idemproxy.policies.kinds import EffectClass
 from idemproxy.policies.route import Route
 from idemproxy.proxy.body import read_body

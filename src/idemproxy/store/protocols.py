@@ -310,8 +310,9 @@ class Approvals(Protocol):
         """Use an approval for one attempt: from ``approved`` to ``used``, once.
 
         An approval past its time turns ``expired`` (``effect.approval_expired``) instead.
-        Returns the approval as it then stands, None when there is none; the caller forwards
-        only when it comes back ``used`` from this call (never from another's).
+        Returns the approval this call used, and None when it used none (there is none, it is
+        not approved, it expired, or another call used it already): the caller forwards only
+        on an approval returned here, and reads it again to learn why there was none.
         """
         ...
 

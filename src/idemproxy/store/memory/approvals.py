@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from idemproxy.store.approvals import (
     Approval,
+    ApprovalState,
     Change,
     DecideRequest,
     HoldRequest,
@@ -40,9 +41,11 @@ class MemoryApprovals:
         return self._write(change)
 
     async def take(self, agent: str, approval_id: str) -> Approval | None:
-        found = self._live(agent, approval_id)
-        change = taken(found, self._tables.clock_ms())
-        return found if change is None else self._write(change)
+        change = taken(self._live(agent, approval_id), self._tables.clock_ms())
+        if change is None:
+            return None
+        approval = self._write(change)
+        return approval if approval.state is ApprovalState.USED else None
 
     async def get_approval(self, agent: str, approval_id: str) -> Approval | None:
         return self._live(agent, approval_id)
@@ -58,7 +61,7 @@ class MemoryApprovals:
         return sorted(open_, key=lambda approval: approval.requested_ms)[:limit]
 
     async def expire_approvals(self, agent: str, limit: int = 100) -> list[Approval]:
-        now_ms, expired = self._tables.clock_ms(), []
+        now_ms, expired = self._tables.clock_ms(), list[Approval]()
         for approval in await self.list_approvals(agent, limit=len(self._tables.approvals)):
             change = lapsed(approval, now_ms)
             if change is not None and len(expired) < limit:
