@@ -11,6 +11,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from idemproxy.errors import ProblemCode, RequestRefused
+from idemproxy.ledger.approvals import Verdict
 from idemproxy.ledger.documents import Document
 from idemproxy.ledger.recovery import RecoverMode
 from idemproxy.ledger.review import Decision
@@ -140,6 +141,28 @@ async def resolve(request: web.Request) -> web.Response:
     return _json(record)
 
 
+async def approvals(request: web.Request) -> web.Response:
+    agent = request.query.get("agent")
+    return _json(await _ledger(request).approvals(agent, _limit(request)))
+
+
+async def approval(request: web.Request) -> web.Response:
+    info = request.match_info
+    return _json(await _ledger(request).approval(info["agent"], info["approval"]))
+
+
+async def decide(request: web.Request) -> web.Response:
+    body, info = await _body(request), request.match_info
+    document = await _ledger(request).decide(
+        info["agent"],
+        info["approval"],
+        Verdict.parse(_text(body, "as")),
+        _actor(request, body),
+        _text(body, "note"),
+    )
+    return _json(document)
+
+
 async def deliveries(request: web.Request) -> web.Response:
     return _json(await _ledger(request).deliveries(request.query.get("agent")))
 
@@ -240,6 +263,9 @@ def add_api(app: web.Application, service: LedgerService) -> None:
     router.add_get("/v1/review/{key}", effect)
     router.add_post("/v1/review/{key}/resolution", resolve)
     router.add_post("/v1/review/{key}/retry", retry)
+    router.add_get("/v1/approvals", approvals)
+    router.add_get("/v1/approvals/{agent}/{approval}", approval)
+    router.add_post("/v1/approvals/{agent}/{approval}/decision", decide)
     router.add_get("/v1/delivery", deliveries)
     router.add_get("/v1/agents/{agent}", agent)
     router.add_post("/v1/agents/{agent}/pause", pause)

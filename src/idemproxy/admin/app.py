@@ -80,7 +80,10 @@ def build_admin_app(state: ProxyState) -> web.Application:
     policies = {name: upstream.policy for name, upstream in state.upstreams.items()}
     compensator = Compensator(policies, sender)
     limit, controller = config.recovery.actions_per_minute, config.controller
-    add_api(app, LedgerService(state.store, limit, compensator, state.guard, controller))
+    service = LedgerService(
+        state.store, limit, compensator, state.guard, controller, metrics=state.metrics
+    )
+    add_api(app, service)
     add_duplicates(app, state.metrics.blocked)
     app.on_cleanup.append(sender.close)
     app.router.add_get("/healthz", healthz)

@@ -136,6 +136,7 @@ class ApprovalGate:
             held.reason,
             request_summary(ctx),
             keep_ms=ctx.route.ttl_s * 1000,
+            valid_ms=held.rule.approval_ttl_s * 1000,
         )
         approval = await self._approvals.hold(request)
         if approval.state is ApprovalState.DENIED:

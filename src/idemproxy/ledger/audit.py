@@ -33,6 +33,8 @@ class AuditAction(StrEnum):
     COMPENSATE = "recover.compensate"
     ROLLBACK = "recover.rollback"  # the later batches compensated, newest first
     MARK_COMPENSATED = "effect.compensated"  # an effect undone by its compensation
+    APPROVE = "approval.approve"  # a held effect may be sent, once
+    DENY = "approval.deny"  # a held effect never will be
 
 
 class ActionLimit:

@@ -11,6 +11,8 @@ import dataclasses
 from typing import Any
 from urllib.parse import quote
 
+from idemproxy.effects.approval import approval_link
+from idemproxy.store.approvals import Approval
 from idemproxy.store.journal import DeliveryCursor
 from idemproxy.store.records import EffectEvent, EffectMeta, EffectRecord
 
@@ -50,6 +52,27 @@ def record(record: EffectRecord) -> Document:
         "updated_ms": record.updated_ms,
         "lease_expires_ms": record.lease_expires_ms,
         "review": review_path(str(record.key)),
+    }
+
+
+def approval(approval: Approval) -> Document:
+    """An approval as the admin API and the console show it (its summary holds no secret)."""
+    return {
+        "approval_id": approval.approval_id,
+        "agent": approval.key.agent,
+        "effect_key": str(approval.key),
+        "state": approval.state.value,
+        **_meta(approval.meta),
+        "rule": approval.rule,
+        "summary": approval.summary,
+        "requested_ms": approval.requested_ms,
+        "requests": approval.requests,
+        "decided_ms": approval.decided_ms,
+        "valid_until_ms": approval.valid_until_ms,
+        "valid_s": approval.valid_ms // 1000,
+        "actor": approval.actor,
+        "note": approval.note,
+        "link": approval_link(approval.key.agent, approval.approval_id),
     }
 
 

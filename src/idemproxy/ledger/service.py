@@ -13,6 +13,7 @@ from idemproxy.config.settings import ControllerConfig, StoreSafetyConfig
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.ledger import documents
 from idemproxy.ledger.agenterror import error_of
+from idemproxy.ledger.approvals import ApprovalDesk, Verdict
 from idemproxy.ledger.audit import ActionLimit, AuditAction
 from idemproxy.ledger.batches import list_batches
 from idemproxy.ledger.compensation import Compensations
@@ -24,6 +25,7 @@ from idemproxy.ledger.pause import Pauses
 from idemproxy.ledger.recovery import RecoverMode, Recovery
 from idemproxy.ledger.review import Decision, Review, not_found, parse_key
 from idemproxy.ledger.rollback import Rollbacks, RollbackVerb
+from idemproxy.metrics import Metrics
 from idemproxy.store.journal import AuditEntry, DeliveryCursor
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import StoredResponse
@@ -59,11 +61,14 @@ class LedgerService(RollbackVerb):
         compensator: Compensator | None = None,
         guard: StoreGuard | None = None,
         controller: ControllerConfig | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
         self._controller = ControllerSetting.of(controller)
         self._limit = ActionLimit(store, actions_per_minute)
         self._review = Review(store, self._limit)
+        self._approvals = ApprovalDesk(store, self._limit)
+        self._metrics = metrics
         self._recovery = Recovery(store, self._limit)
         self._pauses = Pauses(store, self._limit)
         self._compensations = Compensations(store, self._limit, compensator)
@@ -153,6 +158,21 @@ class LedgerService(RollbackVerb):
             external_id=external_id,
         )
         return documents.record(record)
+
+    async def approvals(self, agent: str | None, limit: int) -> Document:
+        approvals = await self._approvals.waiting(agent, _bounded(limit))
+        return {"items": [documents.approval(approval) for approval in approvals]}
+
+    async def approval(self, agent: str, approval_id: str) -> Document:
+        return documents.approval(await self._approvals.item(agent, approval_id))
+
+    async def decide(
+        self, agent: str, approval_id: str, verdict: Verdict, actor: str, note: str
+    ) -> Document:
+        approval = await self._approvals.decide(agent, approval_id, verdict, actor, note)
+        if self._metrics is not None:
+            self._metrics.approvals.labels(approval.meta.upstream, verdict.value).inc()
+        return documents.approval(approval)
 
     async def deliveries(self, agent: str | None) -> Document:
         if agent is not None:

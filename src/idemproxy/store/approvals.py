@@ -69,6 +69,7 @@ class Approval:
     note: str = ""  # the operator's note; a denied request's repeats are told it
     keep_ms: int = 0  # how long a settled one (denied, used, expired) is kept
     requests: int = 0  # how many times it was asked for
+    valid_ms: int = 0  # an approval is usable this long from the decision (the rule's TTL)
 
     @property
     def open(self) -> bool:
@@ -85,6 +86,7 @@ class HoldRequest:
     rule: str
     summary: str
     keep_ms: int  # how long the approval is kept once settled (the route's ttl_s)
+    valid_ms: int  # how long an approval is usable once given (the rule's approval_ttl_s)
 
     @property
     def approval_id(self) -> str:
@@ -98,7 +100,6 @@ class DecideRequest:
     agent: str
     approval_id: str
     approve: bool
-    valid_ms: int  # an approval is usable this long from now
     audit: AuditEntry  # appended in the same step
     actor: str = ""
     note: str = ""
@@ -128,6 +129,7 @@ def held(found: Approval | None, request: HoldRequest, now_ms: int) -> Change | 
             requested_ms=now_ms,
             keep_ms=request.keep_ms,
             requests=1,
+            valid_ms=request.valid_ms,
         )
         return Change(approval, (requested,))
     lapse = lapsed(found, now_ms)
@@ -161,7 +163,7 @@ def decided(found: Approval | None, request: DecideRequest, now_ms: int) -> Chan
         found,
         state=state,
         decided_ms=now_ms,
-        valid_until_ms=now_ms + request.valid_ms if request.approve else 0,
+        valid_until_ms=now_ms + found.valid_ms if request.approve else 0,
         actor=request.actor,
         note=request.note,
     )

@@ -299,8 +299,9 @@ class Approvals(Protocol):
         ...
 
     async def decide(self, request: DecideRequest) -> Approval | None:
-        """Compare-and-set from ``awaiting_approval`` to ``approved`` (valid ``valid_ms`` from
-        now; ``effect.approved``) or ``denied`` (``effect.denied``), appending ``audit``.
+        """Compare-and-set from ``awaiting_approval`` to ``approved`` (valid the approval's
+        ``valid_ms`` from now; ``effect.approved``) or ``denied`` (``effect.denied``),
+        appending ``audit``.
 
         None when there is no such approval or it does not await a decision (nothing changed).
         """
