@@ -10,8 +10,9 @@ import pytest
 
 from idemproxy.ledger.recovery import RecoverMode
 from idemproxy.ledger.service import LedgerService
+from idemproxy.store.approvals import HoldRequest
 from idemproxy.store.memory import MemoryStore
-from idemproxy.store.records import RecordKey, RecordState
+from idemproxy.store.records import EffectMeta, RecordKey, RecordState
 from tests.admin.conftest import AUTH, TOKEN, AdminClient, AdminFactory
 from tests.ledger.conftest import make_effect
 
@@ -258,3 +259,31 @@ async def test_a_rollback_needs_the_proxys_compensator_and_a_later_batch(
     assert latest.status == 409
     assert "no later batch" in (await latest.json())["detail"]
     assert missing.status == 404
+
+
+async def test_an_approval_is_listed_shown_and_decided_once(
+    admin: AdminClient, store: MemoryStore
+) -> None:
+    meta = EffectMeta(batch="b1", tool_call="c1", upstream="stripe", method="POST")
+    request = HoldRequest(RecordKey("bot", "c1"), "f", meta, "always", '{"a": 1}', 60_000, 1000)
+    held = await store.hold(request)
+    listing = await (await admin.get("/v1/approvals", headers=AUTH)).json()
+    [item] = listing["items"]
+    assert (item["approval_id"], item["summary"]) == (held.approval_id, '{"a": 1}')
+    shown = await (await admin.get(item["link"], headers=AUTH)).json()
+    assert shown["state"] == "awaiting_approval"
+
+    decision = {"as": "denied", "note": "no", "actor": "carol"}
+    first = await admin.post(item["link"] + "/decision", json=decision, headers=AUTH)
+    assert first.status == 200
+    assert (await first.json())["state"] == "denied"
+    second = await admin.post(item["link"] + "/decision", json={"as": "approve"}, headers=AUTH)
+    assert second.status == 409
+    assert (await second.json())["state"] == "denied"
+    bad = await admin.post(item["link"] + "/decision", json={"as": "sure"}, headers=AUTH)
+    assert bad.status == 400
+    missing = await admin.get("/v1/approvals/bot/ap_none", headers=AUTH)
+    assert missing.status == 404
+    [entry] = (await (await admin.get("/v1/agents/bot/audit", headers=AUTH)).json())["entries"]
+    assert entry["actor"].startswith("carol (admin API from")
+    assert (entry["action"], entry["after"], entry["note"]) == ("approval.deny", "denied", "no")

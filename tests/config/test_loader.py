@@ -231,3 +231,39 @@ def test_an_archive_or_audit_kept_shorter_than_the_records_is_refused(
         assert words in message
     environ[f"IDEMPROXY_RETENTION__{setting.upper()}"] = "172800"
     assert load_config(environ=environ, flags=flags).config.retention.archive_s >= 172800
+
+
+def test_an_upstream_s_approvals_go_on_the_routes_of_its_policy(tmp_path: Path) -> None:
+    config = tmp_path / "idemproxy.yaml"
+    config.write_text(
+        "upstreams:\n"
+        "  stripe:\n"
+        "    url: https://api.stripe.com\n"
+        "    approvals:\n"
+        "      create_charge: {when: [{field: /amount, above: 10000}], approval_ttl_s: 300}\n"
+    )
+    policy = load_config(config, environ={}).policies["stripe"]
+    [charge] = [route for route in policy.routes if route.name == "create_charge"]
+    assert charge.approval is not None
+    assert charge.approval.approval_ttl_s == 300
+    assert all(route.approval is None for route in policy.routes if route is not charge)
+
+
+@pytest.mark.parametrize(
+    ("approvals", "says"),
+    [
+        ("{charge: {}}", "names route 'charge', which policy 'stripe' does not have"),
+        ("{read: {}}", "a safe route sends no effect to approve"),
+        ("{create_charge: {when: [{param: id, in: ['1']}]}}", "param 'id', which is no parameter"),
+        ("{create_charge: {when: [{field: amount, above: 1}]}}", "not a JSON pointer"),
+    ],
+)
+def test_an_approval_that_cannot_apply_is_refused_naming_the_upstream(
+    tmp_path: Path, approvals: str, says: str
+) -> None:
+    config = tmp_path / "idemproxy.yaml"
+    config.write_text(
+        f"upstreams:\n  stripe:\n    url: https://api.stripe.com\n    approvals: {approvals}\n"
+    )
+    with pytest.raises(ConfigError, match=says):
+        load_config(config, environ={})

@@ -10,9 +10,18 @@ import pytest
 
 from idemproxy.ledger.sweeper import Sweeper
 from idemproxy.metrics import Metrics
+from idemproxy.store.approvals import ApprovalState, DecideRequest, HoldRequest
+from idemproxy.store.journal import AuditEntry
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.protocols import Store
-from idemproxy.store.records import EventType, RecordState, Resolution, ResolveRequest
+from idemproxy.store.records import (
+    EffectMeta,
+    EventType,
+    RecordKey,
+    RecordState,
+    Resolution,
+    ResolveRequest,
+)
 from idemproxy.store.redis.store import RedisStore
 from tests.ledger.conftest import make_effect
 
@@ -116,3 +125,26 @@ async def test_agents_in_error_are_counted_and_logged_once_as_they_enter_and_lea
     assert metrics.registry.get_sample_value("idemproxy_agent_error_seconds", labels) == 0
     left = [r.__dict__ for r in caplog.records if r.getMessage() == "agent no longer in error"]
     assert [fields["agent"] for fields in left if fields["agent"] == ns] == [ns]
+
+
+async def test_an_approval_unused_in_time_expires_in_the_sweep_and_the_waiting_are_counted() -> (
+    None
+):
+    now = [1_000_000]
+    store = MemoryStore(clock_ms=lambda: now[0])
+    key, meta = RecordKey("bot", "c1"), EffectMeta(upstream="stripe")
+    approved = await store.hold(HoldRequest(key, "f1", meta, "always", "{}", 60_000, 1_000))
+    await store.hold(HoldRequest(key, "f2", meta, "always", "{}", 60_000, 1_000))
+    audit = AuditEntry("bot", "approval.approve", "ops", approved.approval_id)
+    await store.decide(DecideRequest("bot", approved.approval_id, True, audit))
+    metrics = Metrics()
+    now[0] += 1_000
+    await Sweeper(store, metrics, interval_s=1).sweep_once()
+    expired = await store.get_approval("bot", approved.approval_id)
+    assert expired is not None
+    assert expired.state is ApprovalState.EXPIRED
+    assert (await store.read_events("bot"))[-1].type is EventType.APPROVAL_EXPIRED
+    assert (await store.read_audit("bot"))[-1].action == "approval.expired"
+    assert metrics.registry.get_sample_value("idemproxy_approvals_waiting", POD) == 1
+    sample = {"upstream": "stripe", "event": "expired"}
+    assert metrics.registry.get_sample_value("idemproxy_approvals_total", sample) == 1

@@ -95,11 +95,18 @@ class ApprovalGate:
             if record is not None and record.state is not RecordState.NOT_APPLIED:
                 return held
             found = await self._approvals.get_approval(key.agent, held.approval_id)
-            if found is not None and found.state is ApprovalState.APPROVED:
+            if await self._usable(found):
                 return held
             raise await self._refusal(ctx, held, found)
         except StoreError as exc:
             raise store_unavailable() from exc
+
+    async def _usable(self, approval: Approval | None) -> bool:
+        """Approved and still valid by the store's clock. The take decides for good; asking
+        first spares an expired approval a claim that would only be released."""
+        if approval is None or approval.state is not ApprovalState.APPROVED:
+            return False
+        return approval.valid_until_ms > await self._records.now_ms()
 
     async def on_claimed(self, ctx: EffectContext, held: Held, fence: int) -> None:
         """Use the approval for this attempt, or give the claim back unsent and refuse."""
@@ -141,11 +148,10 @@ class ApprovalGate:
         approval = await self._approvals.hold(request)
         if approval.state is ApprovalState.DENIED:
             return _denied(ctx, approval)
-        asked = before is None or before.state is not ApprovalState.AWAITING
-        expired = before is not None and before.state in (
-            ApprovalState.APPROVED,
-            ApprovalState.EXPIRED,
-        )
+        awaiting = approval.state is ApprovalState.AWAITING
+        asked = awaiting and (before is None or before.state is not ApprovalState.AWAITING)
+        lapsed = (ApprovalState.APPROVED, ApprovalState.EXPIRED)
+        expired = awaiting and before is not None and before.state in lapsed
         if expired:
             self._count(ctx, "expired")
             await self._note(ctx, AutoAction.APPROVAL_EXPIRED, approval, "unused in time")

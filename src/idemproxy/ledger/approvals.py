@@ -25,13 +25,21 @@ class Verdict(StrEnum):
     @classmethod
     def parse(cls, text: str) -> Verdict:
         """``approved``/``approve`` or ``denied``/``deny``."""
-        for verdict in cls:
-            if text in (verdict.value, verdict.value[:-1], verdict.value[:-2] + "y"):
-                return verdict
+        verdict = _VERDICTS.get(text)
+        if verdict is not None:
+            return verdict
         raise RequestRefused(
             ProblemCode.INVALID_REQUEST,
             f"{text!r} is not a verdict: decide 'approved' (send it, once) or 'denied' (never)",
         )
+
+
+_VERDICTS = {
+    "approved": Verdict.APPROVED,
+    "approve": Verdict.APPROVED,
+    "denied": Verdict.DENIED,
+    "deny": Verdict.DENIED,
+}
 
 
 class ApprovalDesk:

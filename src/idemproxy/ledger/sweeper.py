@@ -1,7 +1,7 @@
-"""Housekeeping of the review queue: lapsed leases become unknown, the gauges are counted
-(outcomes awaiting review, agents paused and agents in error, in all and by agent), and agents
-with nothing left leave the worklists (store/work.py), so that the sweep and delivery visit only
-agents with work.
+"""Housekeeping of the review queue: lapsed leases become unknown, approvals unused in time
+expire, the gauges are counted (outcomes awaiting review, approvals awaiting a decision, agents
+paused and agents in error, in all and by agent), and agents with nothing left leave the
+worklists (store/work.py), so that the sweep and delivery visit only agents with work.
 
 An agent that enters error (ledger/agenterror.py) is logged once by each proxy's sweep, and so
 is its leaving it. The sweep visits the agents with records in flight or unknown and the paused
@@ -24,6 +24,7 @@ from collections import Counter
 from idemproxy.effects.audit import AutoAction, EffectAudit, automatic
 from idemproxy.ledger.agenterror import AgentError, ErrorReason, agent_error
 from idemproxy.metrics import Metrics
+from idemproxy.store.approvals import ApprovalState
 from idemproxy.store.errors import StoreError
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import EffectRecord
@@ -92,8 +93,31 @@ class Sweeper:
         self._count_paused(paused)
         self._count_errors(errors, await self._store.now_ms())
         self._metrics.agents_busy.labels(Work.REVIEW).set(len(agents))
+        await self._sweep_approvals()
         await self._forget()
         return waiting
+
+    async def _sweep_approvals(self) -> None:
+        """Turn approvals unused past their time expired, so the controller hears of it without
+        waiting for the agent's repeat, and count the ones awaiting a decision."""
+        agents = await self._store.list_busy_agents(Work.APPROVAL)
+        awaiting = 0
+        for agent in agents:
+            for approval in await self._store.expire_approvals(agent):
+                self._metrics.approvals.labels(approval.meta.upstream, "expired").inc()
+                entry = automatic(
+                    agent,
+                    AutoAction.APPROVAL_EXPIRED,
+                    approval.approval_id,
+                    "approved",
+                    str(approval.state),
+                    f"unused in {approval.valid_ms // 1000} s; found by the sweep",
+                )
+                await EffectAudit(self._store).write(entry)
+            open_ = await self._store.list_approvals(agent, UNKNOWN_COUNT_CAP)
+            awaiting += sum(approval.state is ApprovalState.AWAITING for approval in open_)
+        self._metrics.approvals_waiting.set(awaiting)
+        self._metrics.agents_busy.labels(Work.APPROVAL).set(len(agents))
 
     def _count_paused(self, paused: list[str]) -> None:
         """``idemproxy_agent_paused`` by agent label; a label no longer paused reads 0."""

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from idemproxy.policies.approval import ApprovalRule
 from idemproxy.policies.document import Frozen, LocatedError
@@ -145,8 +145,14 @@ class Policy(Frozen):
             return self
         data = self.model_dump(by_alias=True, exclude_unset=True)
         for route in (*data.get("routes", ()), data["default"]):
-            if route["name"] in approvals:
-                route["approval"] = approvals[route["name"]]
+            name = route["name"]
+            if name in approvals:
+                route["approval"] = approvals[name]
+                try:
+                    Route.model_validate(route)
+                except ValidationError as exc:
+                    message = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+                    raise ValueError(f"approvals.{name}: {message}") from None
         return Policy.model_validate(data)
 
     def _indexed_routes(self) -> list[tuple[int, Route]]:
