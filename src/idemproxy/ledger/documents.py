@@ -79,6 +79,8 @@ def approval(approval: Approval) -> Document:
 def event(event: EffectEvent) -> Document:
     meta = event.meta
     return {
+        # What one kind of event adds (an approval's id, rule, actor): never a field below.
+        **event.extra,
         "event_id": event.event_id,
         "type": event.type.value,
         "agent": event.key.agent,

@@ -33,6 +33,11 @@ class EventType(StrEnum):
     NOT_APPLIED = "effect.not_applied"  # certainly not applied; a repeat is sent again
     REPLAYED = "effect.replayed"  # a repeat got the recorded answer
     RESOLVED = "effect.resolved"  # an operator's verdict on an unknown outcome
+    # Of an effect held for approval before it is sent; ``extra["approval_id"]`` names it.
+    APPROVAL_REQUESTED = "effect.approval_requested"  # held: nothing sent yet
+    APPROVED = "effect.approved"  # an operator approved it: its next attempt is sent once
+    DENIED = "effect.denied"  # an operator denied it: never sent (``reason`` is the note)
+    APPROVAL_EXPIRED = "effect.approval_expired"  # approved, but not used in time
     # Of the agent: ``effect_key`` is the effect that caused it, "" when none did.
     AGENT_ERROR = "agent.error"  # an effect turned unknown: the agent waits for a decision
     AGENT_PAUSED = "agent.paused"  # automatically after failures in a row, or by an operator
