@@ -11,30 +11,26 @@ all, the client says why, in the CLI's terms::
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-import orjson
 from aiohttp import (
-    ClientConnectorError,
     ClientError,
     ClientSession,
     ClientTimeout,
-    ServerDisconnectedError,
 )
 from yarl import URL
 
-from idemproxy.errors import IdemproxyError, ProblemCode, RequestRefused
+from idemproxy.admin.answers import TIMEOUT_S, answer_document, reason, refusal
+from idemproxy.errors import IdemproxyError, ProblemCode
+from idemproxy.ledger.approvals import Verdict
 from idemproxy.ledger.documents import Document
 from idemproxy.ledger.recovery import RecoverMode
 from idemproxy.ledger.review import Decision
 from idemproxy.proxy.problems import PROBLEM_TYPE_BASE
 
-TIMEOUT_S = 30.0
 DEFAULT_ADMIN_URL = "http://127.0.0.1:9090"
-_JSON_TYPES = frozenset({"application/json", "application/problem+json"})
 _WHERE_IT_IS = f"the admin API is on the proxy's admin_listen, default {DEFAULT_ADMIN_URL}"
 
 
@@ -106,11 +102,11 @@ class AdminClient:
                 retry_after = response.headers.get("Retry-After", "")
         except (ClientError, TimeoutError) as exc:
             raise AdminUnreachable(
-                f"nothing answers at {self._base_url} ({_reason(exc)}): is the proxy running,"
+                f"nothing answers at {self._base_url} ({reason(exc)}): is the proxy running,"
                 " with its admin listener (admin_listen) there? Pass --admin-url, or --store to"
                 " work on the store directly"
             ) from exc
-        document = _document(raw, content_type)
+        document = answer_document(raw, content_type)
         answered = f"{method} {path} with {status} {content_type}"
         if document is None:
             raise self._not_admin(f"it answered {answered}")
@@ -121,16 +117,16 @@ class AdminClient:
             raise self._not_admin(f"it answered {answered} that is not an idemproxy problem")
         if status == 401:
             raise self._unauthorized()
-        refusal = _refusal(status, document, retry_after)
+        refused = refusal(status, document, retry_after)
         if status == 403:
             raise AdminUnauthorized(
-                f"the admin API at {self._base_url} refused the request: {refusal.detail}"
+                f"the admin API at {self._base_url} refused the request: {refused.detail}"
             )
-        if refusal.code is ProblemCode.UNKNOWN_UPSTREAM:
+        if refused.code is ProblemCode.UNKNOWN_UPSTREAM:
             raise self._not_admin(
                 "it is the proxy's own listener (listen), which took /v1 for an upstream's name"
             )
-        raise refusal
+        raise refused
 
     def _not_admin(self, why: str) -> NotAdminAPI:
         return NotAdminAPI(
@@ -138,7 +134,7 @@ class AdminClient:
             f" --admin-url: {_WHERE_IT_IS}"
         )
 
-    def not_a_document(self, missing: str) -> NotAdminAPI:
+    def not_aanswer_document(self, missing: str) -> NotAdminAPI:
         """The error for an answer that is JSON but lacks what the admin API's has."""
         return self._not_admin(f"its answer is not a document of the admin API (no {missing})")
 
@@ -257,43 +253,19 @@ class AdminClient:
         body = {"actor": actor, "note": note}
         return await self._call("POST", "/v1/store/acknowledge-loss", body=body)
 
+    async def approvals(self, agent: str | None, limit: int) -> Document:
+        return await self._call("GET", "/v1/approvals", {"agent": agent or "", "limit": str(limit)})
+
+    async def approval(self, agent: str, approval_id: str) -> Document:
+        return await self._call("GET", f"/v1/approvals/{_segment(agent)}/{_segment(approval_id)}")
+
+    async def decide(
+        self, agent: str, approval_id: str, verdict: Verdict, actor: str, note: str
+    ) -> Document:
+        path = f"/v1/approvals/{_segment(agent)}/{_segment(approval_id)}/decision"
+        body = {"as": verdict.value, "actor": actor, "note": note}
+        return await self._call("POST", path, body=body)
+
     async def duplicates(self, agent: str | None, limit: int) -> Document:
         query = {"agent": agent or "", "limit": str(limit)}
         return await self._call("GET", "/v1/duplicates", query)
-
-
-def _reason(exc: BaseException) -> str:
-    """Why a call got no answer, in a few words rather than aiohttp's."""
-    if isinstance(exc, ClientConnectorError):
-        number = exc.os_error.errno
-        return os.strerror(number).lower() if number else str(exc.os_error) or "cannot connect"
-    if isinstance(exc, TimeoutError):
-        return f"no answer within {TIMEOUT_S:g} s"
-    if isinstance(exc, ServerDisconnectedError):
-        return "the connection closed without an answer"
-    return str(exc) or type(exc).__name__
-
-
-def _document(raw: bytes, content_type: str) -> Document | None:
-    """The JSON object an answer carries; None if it carries none (not the admin API)."""
-    if content_type not in _JSON_TYPES:
-        return None
-    try:
-        document = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    return document if isinstance(document, dict) else None
-
-
-def _refusal(status: int, document: Document, retry_after: str) -> RequestRefused:
-    """The problem document an error answer carries, as the refusal it stands for."""
-    code_text = str(document.pop("type", "")).removeprefix(PROBLEM_TYPE_BASE)
-    try:
-        code = ProblemCode(code_text)
-    except ValueError:
-        code = ProblemCode.INVALID_REQUEST
-    detail = str(document.pop("detail", f"the admin API answered {status}"))
-    for name in ("title", "status", "effect_key"):
-        document.pop(name, None)
-    retry_after_s = int(retry_after) if retry_after.isdigit() else None
-    return RequestRefused(code, detail, retry_after_s=retry_after_s, extra=document)

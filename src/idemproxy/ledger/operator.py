@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+from idemproxy.ledger.approvals import Verdict
 from idemproxy.ledger.documents import Document
 from idemproxy.ledger.recovery import RecoverMode
 from idemproxy.ledger.review import Decision
@@ -39,6 +40,11 @@ class Operator(Protocol):
         note: str,
         external_id: str = "",
         response: Document | None = None,
+    ) -> Document: ...
+    async def approvals(self, agent: str | None, limit: int) -> Document: ...
+    async def approval(self, agent: str, approval_id: str) -> Document: ...
+    async def decide(
+        self, agent: str, approval_id: str, verdict: Verdict, actor: str, note: str
     ) -> Document: ...
     async def deliveries(self, agent: str | None) -> Document: ...
     async def retry_delivery(self, agent: str, actor: str, note: str) -> Document: ...

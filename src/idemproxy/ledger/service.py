@@ -26,6 +26,7 @@ from idemproxy.ledger.recovery import RecoverMode, Recovery
 from idemproxy.ledger.review import Decision, Review, not_found, parse_key
 from idemproxy.ledger.rollback import Rollbacks, RollbackVerb
 from idemproxy.metrics import Metrics
+from idemproxy.store.approvals import ApprovalState
 from idemproxy.store.journal import AuditEntry, DeliveryCursor
 from idemproxy.store.protocols import Store
 from idemproxy.store.records import StoredResponse
@@ -81,10 +82,12 @@ class LedgerService(RollbackVerb):
         for agent in await self._store.list_agents():
             unknown = len(await self._store.list_unknown(agent, MAX_LIMIT))
             paused = (await self._store.read_control(agent)).pause is not None
+            held = await self._store.list_approvals(agent, MAX_LIMIT)
             agents.append(
                 {
                     "agent": agent,
                     "unknown": unknown,
+                    "awaiting_approval": sum(a.state is ApprovalState.AWAITING for a in held),
                     "paused": paused,
                     "error": await error_of(self._store, agent),
                     **await self._delivery(agent),
@@ -94,6 +97,7 @@ class LedgerService(RollbackVerb):
         return {
             "store": self._store.backend,
             "unknown": sum(item["unknown"] for item in agents),
+            "awaiting_approval": sum(item["awaiting_approval"] for item in agents),
             "controller": self._controller.value,
             "event_retention_s": retention["events_s"],  # as before "retention" said it all
             "retention": retention,
