@@ -179,6 +179,18 @@ def taken(found: Approval | None, now_ms: int) -> Change | None:
     return Change(dataclasses.replace(found, state=ApprovalState.USED), ())
 
 
+def take_answer(found: Approval | None, change: Change | None) -> Approval | None:
+    """What :meth:`~idemproxy.store.protocols.Approvals.take` returns, given what
+    :func:`taken` decided: the approval as this call left it, or as it stands when the call
+    changed nothing; None when there is none, or when another take used it already, so that
+    only the one call that used it ever gets it back ``used``."""
+    if change is not None:
+        return change.approval
+    if found is None or found.state is ApprovalState.USED:
+        return None
+    return found
+
+
 def lapsed(found: Approval, now_ms: int) -> Change | None:
     """An approval not used in time turns expired; None when it is not such a one."""
     if found.state is not ApprovalState.APPROVED or now_ms < found.valid_until_ms:

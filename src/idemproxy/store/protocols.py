@@ -310,8 +310,9 @@ class Approvals(Protocol):
         """Use an approval for one attempt: from ``approved`` to ``used``, once.
 
         An approval past its time turns ``expired`` (``effect.approval_expired``) instead.
-        Returns the approval as it then stands, None when there is none; the caller forwards
-        only when it comes back ``used`` from this call (never from another's).
+        Returns the approval as it then stands (store/approvals.py ``take_answer``), None when
+        there is none or another take used it already: the caller forwards only when it comes
+        back ``used``, which only the one call that used it ever sees.
         """
         ...
 

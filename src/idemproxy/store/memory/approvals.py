@@ -11,6 +11,7 @@ from idemproxy.store.approvals import (
     expires_ms,
     held,
     lapsed,
+    take_answer,
     taken,
 )
 from idemproxy.store.memory.tables import MemoryTables
@@ -42,7 +43,9 @@ class MemoryApprovals:
     async def take(self, agent: str, approval_id: str) -> Approval | None:
         found = self._live(agent, approval_id)
         change = taken(found, self._tables.clock_ms())
-        return found if change is None else self._write(change)
+        if change is not None:
+            self._write(change)
+        return take_answer(found, change)
 
     async def get_approval(self, agent: str, approval_id: str) -> Approval | None:
         return self._live(agent, approval_id)
