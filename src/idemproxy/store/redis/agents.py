@@ -4,10 +4,10 @@
 delivery and the approvals' console visit. An agent's records live in its own slot and the
 worklists in another, so no script can change both: a proxy lists an agent *before* the claim,
 pause or approval's step that may give it work, and the sweep drops an agent only when it
-finds no work in the agent's slot and no proxy has listed the agent for ``listing_grace_s``. A proxy lists each agent again every tenth of the
-grace, so a claim that relies on a listing runs well within the grace of it; a claim whose
-answer comes later than half the grace lists its agent again, and one that failed (it may yet
-run) has the next claim list it again.
+finds no work in the agent's slot and no proxy has listed the agent for ``listing_grace_s``.
+A proxy lists each agent again every tenth of the grace, so a claim that relies on a listing
+runs well within the grace of it; a claim whose answer comes later than half the grace lists
+its agent again, and one that failed (it may yet run) has the next claim list it again.
 
 A store that finds the worklists never seeded (the store was written by a version without
 them) walks ``idem:agents`` a page per sweep and lists every agent that has work. Work that a
