@@ -61,7 +61,7 @@ class MemoryApprovals:
         return sorted(open_, key=lambda approval: approval.requested_ms)[:limit]
 
     async def expire_approvals(self, agent: str, limit: int = 100) -> list[Approval]:
-        now_ms, expired = self._tables.clock_ms(), []
+        now_ms, expired = self._tables.clock_ms(), list[Approval]()
         for approval in await self.list_approvals(agent, limit=len(self._tables.approvals)):
             change = lapsed(approval, now_ms)
             if change is not None and len(expired) < limit:
