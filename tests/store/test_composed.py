@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
+from idemproxy.store.approvals import Approvals
 from idemproxy.store.composed import ComposedStore
 from idemproxy.store.memory import MemoryStore
-from idemproxy.store.protocols import Approvals, Control, Journal, RecordStore, Safety
+from idemproxy.store.protocols import Control, Journal, RecordStore, Safety
 from idemproxy.store.redis.store import RedisStore
 from idemproxy.store.sqlite import SQLiteStore
 
