@@ -71,7 +71,8 @@ def held(proxy: ServedProxy, amount: int, call: str = "call-1") -> dict[str, Any
     with pytest.raises(stripe.APIError) as refused:
         charge(proxy, amount, call)
     assert refused.value.http_status in (403, 428)
-    document: dict[str, Any] = refused.value.json_body or {}
+    document = refused.value.json_body
+    assert isinstance(document, dict)
     return document
 
 
@@ -112,15 +113,20 @@ def test_a_charge_over_the_limit_is_held_approved_and_charged_once(
         assert "sk_test" not in item["summary"]
 
         assert decide(proxy, approval_id, "approved").status_code == 200
+        # A re-run that changed the amount is another payment: held with an approval of its own.
+        changed = held(proxy, 30_000)
+        assert changed["type"].endswith("/approval-required")
+        assert changed["approval"]["id"] != approval_id
+        assert len(fake.effects) == 1
+
         paid = charge(proxy, 25_000)
         again = charge(proxy, 25_000)
         assert again.id == paid.id
         assert [intent["amount"] for intent in fake.effects] == [500, 25_000]
-
-        # Another amount under the same tool call is another payment: held again.
-        changed = held(proxy, 30_000)
-        assert changed["type"].endswith("/approval-required")
-        assert changed["approval"]["id"] != approval_id
+        # Once the tool call has charged, another amount under it is told so, not charged.
+        with pytest.raises(stripe.APIError) as acted:
+            charge(proxy, 30_000)
+        assert acted.value.http_status == 409
         assert len(fake.effects) == 2
 
 

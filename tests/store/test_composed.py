@@ -7,13 +7,20 @@ from typing import Any
 
 import pytest
 
+from idemproxy.store.approvals import Approvals
 from idemproxy.store.composed import ComposedStore
 from idemproxy.store.memory import MemoryStore
 from idemproxy.store.protocols import Control, Journal, RecordStore, Safety
 from idemproxy.store.redis.store import RedisStore
 from idemproxy.store.sqlite import SQLiteStore
 
-PROTOCOLS = {"records": RecordStore, "journal": Journal, "control": Control, "safety": Safety}
+PROTOCOLS = {
+    "records": RecordStore,
+    "journal": Journal,
+    "control": Control,
+    "safety": Safety,
+    "approvals": Approvals,
+}
 
 
 def members(protocol: type) -> list[str]:
@@ -56,8 +63,8 @@ async def test_each_call_reaches_its_protocols_part_with_its_arguments(
     part: str, method: str
 ) -> None:
     parts = {name: Part(name) for name in PROTOCOLS}
-    records, journal, control, safety = parts.values()
-    store = ComposedStore(records, journal, control, safety)
+    records, journal, control, safety, approvals = parts.values()
+    store = ComposedStore(records, journal, control, safety, approvals=approvals)
     arguments = tuple(f"arg-{index}" for index in range(_arity(getattr(ComposedStore, method))))
     answer = getattr(store, method)(*arguments)
     if inspect.isawaitable(answer):
@@ -70,7 +77,7 @@ async def test_each_call_reaches_its_protocols_part_with_its_arguments(
         assert answer == (part, method)
 
 
-def test_the_composed_store_is_as_wide_as_the_four_protocols() -> None:
+def test_the_composed_store_is_as_wide_as_the_five_protocols() -> None:
     declared = {method for protocol in PROTOCOLS.values() for method in members(protocol)}
     written = {name for name, value in vars(ComposedStore).items() if inspect.isfunction(value)}
     assert {name for name in written if not name.startswith("_")} == declared

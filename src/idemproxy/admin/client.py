@@ -134,7 +134,7 @@ class AdminClient:
             f" --admin-url: {_WHERE_IT_IS}"
         )
 
-    def not_aanswer_document(self, missing: str) -> NotAdminAPI:
+    def not_a_document(self, missing: str) -> NotAdminAPI:
         """The error for an answer that is JSON but lacks what the admin API's has."""
         return self._not_admin(f"its answer is not a document of the admin API (no {missing})")
 

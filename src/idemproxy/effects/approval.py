@@ -30,9 +30,9 @@ from idemproxy.metrics import Metrics
 from idemproxy.policies.approval import ApprovalRule, Subject, held_because
 from idemproxy.policies.subject import body_document
 from idemproxy.policies.templates import compile_template
-from idemproxy.store.approvals import Approval, ApprovalState, HoldRequest, approval_id
+from idemproxy.store.approvals import Approval, Approvals, ApprovalState, HoldRequest, approval_id
 from idemproxy.store.errors import StoreError
-from idemproxy.store.protocols import Approvals, RecordStore
+from idemproxy.store.protocols import RecordStore
 from idemproxy.store.records import RecordState, Settlement
 
 NOT_FORWARDED = "not forwarded: it waits for an operator's approval"
@@ -113,7 +113,7 @@ class ApprovalGate:
         key = ctx.key.record_key
         try:
             used = await self._approvals.take(key.agent, held.approval_id)
-            if used is not None:
+            if used is not None and used.state is ApprovalState.USED:
                 self._count(ctx, "used")
                 await self._note(ctx, AutoAction.APPROVAL_USED, used, f"attempt at fence {fence}")
                 return

@@ -40,8 +40,9 @@ from idemproxy.effects.settler import Settler
 from idemproxy.errors import ProblemCode, RequestRefused
 from idemproxy.metricchildren import Children
 from idemproxy.metrics import DuplicateKind, Metrics
+from idemproxy.store.approvals import Approvals
 from idemproxy.store.errors import StoreError
-from idemproxy.store.protocols import Approvals, RecordStore
+from idemproxy.store.protocols import RecordStore
 from idemproxy.store.records import (
     Claimed,
     ClaimRequest,

@@ -26,6 +26,7 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.records import EffectMeta, EventType, RecordKey
@@ -181,6 +182,18 @@ def taken(found: Approval | None, now_ms: int) -> Change | None:
     return Change(dataclasses.replace(found, state=ApprovalState.USED), ())
 
 
+def take_answer(found: Approval | None, change: Change | None) -> Approval | None:
+    """What :meth:`~idemproxy.store.protocols.Approvals.take` returns, given what
+    :func:`taken` decided: the approval as this call left it, or as it stands when the call
+    changed nothing; None when there is none, or when another take used it already, so that
+    only the one call that used it ever gets it back ``used``."""
+    if change is not None:
+        return change.approval
+    if found is None or found.state is ApprovalState.USED:
+        return None
+    return found
+
+
 def lapsed(found: Approval, now_ms: int) -> Change | None:
     """An approval not used in time turns expired; None when it is not such a one."""
     if found.state is not ApprovalState.APPROVED or now_ms < found.valid_until_ms:
@@ -206,3 +219,53 @@ def expires_ms(approval: Approval, now_ms: int) -> int | None:
     if approval.open:
         return None
     return now_ms + approval.keep_ms
+
+
+class Approvals(Protocol):
+    """Effects held for an operator's approval before they are sent (store/approvals.py), per
+    agent. Each change writes its events to the agent's outbox in the same step; the agent is
+    on the ``Work.APPROVAL`` worklist while it has an open approval, and on ``Work.DELIVERY``
+    for the events, from that step on."""
+
+    async def hold(self, request: HoldRequest) -> Approval:
+        """Ask for approval of the request, and return the approval as it then stands.
+
+        None yet: one is opened ``awaiting_approval`` (``effect.approval_requested``). Expired,
+        or used by an attempt that did nothing: asked for again, from ``awaiting_approval``
+        (an approved one past its time emits ``effect.approval_expired`` first). Awaiting,
+        approved and still valid, or denied: unchanged.
+        """
+        ...
+
+    async def decide(self, request: DecideRequest) -> Approval | None:
+        """Compare-and-set from ``awaiting_approval`` to ``approved`` (valid ``valid_ms`` from
+        now; ``effect.approved``) or ``denied`` (``effect.denied``), appending ``audit``.
+
+        None when there is no such approval or it does not await a decision (nothing changed).
+        """
+        ...
+
+    async def take(self, agent: str, approval_id: str) -> Approval | None:
+        """Use an approval for one attempt: from ``approved`` to ``used``, once.
+
+        An approval past its time turns ``expired`` (``effect.approval_expired``) instead.
+        Returns the approval as it then stands (store/approvals.py ``take_answer``), None when
+        there is none or another take used it already: the caller forwards only when it comes
+        back ``used``, which only the one call that used it ever sees.
+        """
+        ...
+
+    async def get_approval(self, agent: str, approval_id: str) -> Approval | None:
+        """The approval as it stands, or None (never asked for, or settled and no longer
+        kept)."""
+        ...
+
+    async def list_approvals(self, agent: str, limit: int = 100) -> list[Approval]:
+        """The agent's open approvals (awaiting a decision, or approved and not yet used),
+        oldest request first."""
+        ...
+
+    async def expire_approvals(self, agent: str, limit: int = 100) -> list[Approval]:
+        """Turn approved approvals past their time ``expired``, as a take would, and return
+        them: the sweep's part, so the controller hears of it without waiting for a repeat."""
+        ...

@@ -7,12 +7,12 @@ the SQLite store's file) and composes them here, so no backend writes the whole
 
 from __future__ import annotations
 
-from idemproxy.store.approvals import Approval, DecideRequest, HoldRequest
+from idemproxy.store.approvals import Approval, Approvals, DecideRequest, HoldRequest
 from idemproxy.store.batches import BatchStart
 from idemproxy.store.control import AgentControl, PauseRequest
 from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
 from idemproxy.store.outcomes import ArchivedOutcome
-from idemproxy.store.protocols import Approvals, Control, Journal, RecordStore, Safety
+from idemproxy.store.protocols import Control, Journal, RecordStore, Safety
 from idemproxy.store.records import (
     ClaimRequest,
     ClaimResult,

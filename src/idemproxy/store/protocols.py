@@ -8,6 +8,8 @@ semantics, and one contract suite per protocol in ``tests/store`` holds each bac
     Control       test_control_contract.py, test_worklist_contract.py   pauses, agent listings
                   test_batch_listing_contract.py            an agent's batches
     Safety        test_safety_contract.py                   durability, the marker, losses
+    Approvals     test_approvals_contract.py                effects held for an operator
+                  (declared in store/approvals.py)
 
 A user asks for the part it uses: the proxy's effects a :class:`RecordStore`, the store guard
 :class:`Safety`, the ledger and the factory the whole :class:`Store`. Errors are those of
@@ -18,7 +20,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from idemproxy.store.approvals import Approval, DecideRequest, HoldRequest
+# Approvals lives beside its data model, so that this module stays within the line limit.
+from idemproxy.store.approvals import Approvals
 from idemproxy.store.batches import BatchStart
 from idemproxy.store.control import AgentControl, PauseRequest
 from idemproxy.store.journal import AuditEntry, ClearRequest, DeliveryCursor
@@ -279,57 +282,6 @@ class Safety(Protocol):
     async def read_store_log(self, limit: int = 100) -> list[AuditEntry]:
         """The newest ``limit`` entries of the store's own log, oldest first: markers made,
         losses found and acknowledged. Its entries carry no agent."""
-        ...
-
-
-class Approvals(Protocol):
-    """Effects held for an operator's approval before they are sent (store/approvals.py), per
-    agent. Each change writes its events to the agent's outbox in the same step; the agent is
-    on the ``Work.APPROVAL`` worklist while it has an open approval, and on ``Work.DELIVERY``
-    for the events, from that step on."""
-
-    async def hold(self, request: HoldRequest) -> Approval:
-        """Ask for approval of the request, and return the approval as it then stands.
-
-        None yet: one is opened ``awaiting_approval`` (``effect.approval_requested``). Expired,
-        or used by an attempt that did nothing: asked for again, from ``awaiting_approval``
-        (an approved one past its time emits ``effect.approval_expired`` first). Awaiting,
-        approved and still valid, or denied: unchanged.
-        """
-        ...
-
-    async def decide(self, request: DecideRequest) -> Approval | None:
-        """Compare-and-set from ``awaiting_approval`` to ``approved`` (valid the approval's
-        ``valid_ms`` from now; ``effect.approved``) or ``denied`` (``effect.denied``),
-        appending ``audit``.
-
-        None when there is no such approval or it does not await a decision (nothing changed).
-        """
-        ...
-
-    async def take(self, agent: str, approval_id: str) -> Approval | None:
-        """Use an approval for one attempt: from ``approved`` to ``used``, once.
-
-        An approval past its time turns ``expired`` (``effect.approval_expired``) instead.
-        Returns the approval this call used, and None when it used none (there is none, it is
-        not approved, it expired, or another call used it already): the caller forwards only
-        on an approval returned here, and reads it again to learn why there was none.
-        """
-        ...
-
-    async def get_approval(self, agent: str, approval_id: str) -> Approval | None:
-        """The approval as it stands, or None (never asked for, or settled and no longer
-        kept)."""
-        ...
-
-    async def list_approvals(self, agent: str, limit: int = 100) -> list[Approval]:
-        """The agent's open approvals (awaiting a decision, or approved and not yet used),
-        oldest request first."""
-        ...
-
-    async def expire_approvals(self, agent: str, limit: int = 100) -> list[Approval]:
-        """Turn approved approvals past their time ``expired``, as a take would, and return
-        them: the sweep's part, so the controller hears of it without waiting for a repeat."""
         ...
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from idemproxy.store.approvals import (
     Approval,
-    ApprovalState,
     Change,
     DecideRequest,
     HoldRequest,
@@ -12,6 +11,7 @@ from idemproxy.store.approvals import (
     expires_ms,
     held,
     lapsed,
+    take_answer,
     taken,
 )
 from idemproxy.store.memory.tables import MemoryTables
@@ -41,11 +41,11 @@ class MemoryApprovals:
         return self._write(change)
 
     async def take(self, agent: str, approval_id: str) -> Approval | None:
-        change = taken(self._live(agent, approval_id), self._tables.clock_ms())
-        if change is None:
-            return None
-        approval = self._write(change)
-        return approval if approval.state is ApprovalState.USED else None
+        found = self._live(agent, approval_id)
+        change = taken(found, self._tables.clock_ms())
+        if change is not None:
+            self._write(change)
+        return take_answer(found, change)
 
     async def get_approval(self, agent: str, approval_id: str) -> Approval | None:
         return self._live(agent, approval_id)

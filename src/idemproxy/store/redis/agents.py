@@ -1,13 +1,13 @@
 """The agent registry and the worklists of the Redis store (:mod:`idemproxy.store.work`).
 
-``idem:agents`` lists every agent for operators; the worklists list the agents the sweep and
-delivery visit. An agent's records live in its own slot and the worklists in another, so no
-script can change both: a proxy lists an agent *before* the claim or pause that may give it
-work, and the sweep drops an agent only when it finds no work in the agent's slot and no proxy
-has listed the agent for ``listing_grace_s``. A proxy lists each agent again every tenth of the
-grace, so a claim that relies on a listing runs well within the grace of it; a claim whose
-answer comes later than half the grace lists its agent again, and one that failed (it may yet
-run) has the next claim list it again.
+``idem:agents`` lists every agent for operators; the worklists list the agents the sweep,
+delivery and the approvals' console visit. An agent's records live in its own slot and the
+worklists in another, so no script can change both: a proxy lists an agent *before* the claim,
+pause or approval's step that may give it work, and the sweep drops an agent only when it
+finds no work in the agent's slot and no proxy has listed the agent for ``listing_grace_s``.
+A proxy lists each agent again every tenth of the grace, so a claim that relies on a listing
+runs well within the grace of it; a claim whose answer comes later than half the grace lists
+its agent again, and one that failed (it may yet run) has the next claim list it again.
 
 A store that finds the worklists never seeded (the store was written by a version without
 them) walks ``idem:agents`` a page per sweep and lists every agent that has work. Work that a
@@ -32,6 +32,7 @@ from idemproxy.store.redis.argv import ForgetArgs, ListArgs, ScriptArg, StaleArg
 from idemproxy.store.redis.keys import (
     AGENTS_KEY,
     SEEDED_KEY,
+    approvals_key,
     control_key,
     cursor_key,
     leases_key,
@@ -60,7 +61,9 @@ def forget_after_ms(retention: Retention) -> int:
 # seeding): this bounds what one pass costs, however many agents there are.
 CHECKS_PER_PASS = 500
 
-_WORKLISTS = [worklist_key(Work.REVIEW), worklist_key(Work.DELIVERY)]
+# In the order of the work script's answer (scripts/work.lua).
+_WORKS = (Work.REVIEW, Work.DELIVERY, Work.APPROVAL)
+_WORKLISTS = [worklist_key(work) for work in _WORKS]
 
 
 class RedisAgents:
@@ -157,7 +160,7 @@ class RedisAgents:
         stale_args = lua.STALE.argv(StaleArgs(self._grace_ms, CHECKS_PER_PASS))
         reply: Any = await self._stale(keys=_WORKLISTS, args=stale_args)
         before, stale = reply[0], [_decoded(members) for members in reply[1:]]
-        found = {agent: await self._work_of(agent) for agent in {*stale[0], *stale[1]}}
+        found = {agent: await self._work_of(agent) for agent in set().union(*stale)}
         entries: list[ScriptArg] = []
         for worklist, agents in enumerate(stale):
             for agent in agents:
@@ -166,17 +169,18 @@ class RedisAgents:
         idle = int(await self._forget(keys=_WORKLISTS, args=args)) if found else 0
         return Forgotten(idle=idle, over_cap=int(over_cap))
 
-    async def _work_of(self, agent: str) -> tuple[int, int]:
-        """Whether the agent has review and delivery work (1 or 0 each)."""
+    async def _work_of(self, agent: str) -> tuple[int, ...]:
+        """Whether the agent has each work of ``_WORKS`` (1 or 0 each)."""
         keys = [
             leases_key(agent),
             unknown_key(agent),
             control_key(agent),
             cursor_key(agent),
             outbox_key(agent),
+            approvals_key(agent),
         ]
-        review, delivery = await self._work(keys=keys)
-        return int(review), int(delivery)
+        reply: Any = await self._work(keys=keys)
+        return tuple(int(has) for has in reply)
 
     async def _seed(self) -> None:
         """Check the next page of the registry and list its agents with work; once through,

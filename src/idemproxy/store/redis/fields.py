@@ -49,6 +49,32 @@ class EventField(StrEnum):
     REASON = "reason"
     TS_MS = "ts"
     STATE = "state"
+    EXTRA = "extra"  # an orjson object of strings, where the event carries one (an approval's)
+
+
+class ApprovalField(StrEnum):
+    """Hash fields of an approval (store/approvals.py); the agent is its key's."""
+
+    ID = "id"
+    EFFECT_ID = "effect_id"
+    FINGERPRINT = "fp"
+    BATCH = "batch"
+    TOOL_CALL = "tool_call"
+    ACTION = "action"
+    UPSTREAM = "upstream"
+    METHOD = "method"
+    PATH = "path"
+    STATE = "state"
+    RULE = "rule"
+    SUMMARY = "summary"
+    REQUESTED_MS = "requested"
+    DECIDED_MS = "decided"
+    VALID_UNTIL_MS = "valid_until"
+    ACTOR = "actor"
+    NOTE = "note"
+    KEEP_MS = "keep"
+    VALID_MS = "valid"
+    REQUESTS = "requests"
 
 
 class AuditField(StrEnum):
@@ -116,6 +142,7 @@ class OutcomesKey(StrEnum):
 FIELDS: dict[str, type[StrEnum]] = {
     "record": RecordField,
     "event": EventField,
+    "approval": ApprovalField,
     "audit": AuditField,
     "control": ControlField,
     "cursor": CursorField,

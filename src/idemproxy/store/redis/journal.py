@@ -9,6 +9,7 @@ import dataclasses
 import re
 from typing import Any
 
+import orjson
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
@@ -238,6 +239,16 @@ def decode_audit(agent: str, entry_id: Any, raw: Any) -> AuditEntry:
         ) from exc
 
 
+def _extra(text: str) -> dict[str, str]:
+    """An event's extra fields: the script's JSON object of strings, or none."""
+    if not text:
+        return {}
+    loaded = orjson.loads(text)
+    if not isinstance(loaded, dict) or not all(isinstance(v, str) for v in loaded.values()):
+        raise ValueError(f"extra is not an object of strings: {loaded!r}")
+    return {str(name): value for name, value in loaded.items()}
+
+
 def decode_event(agent: str, event_id: Any, raw: Any) -> EffectEvent:
     """An event from its outbox stream entry."""
     try:
@@ -259,6 +270,7 @@ def decode_event(agent: str, event_id: Any, raw: Any) -> EffectEvent:
             reason=fields[EventField.REASON],
             ts_ms=int(fields[EventField.TS_MS]),
             state=fields.get(EventField.STATE, ""),
+            extra=_extra(fields.get(EventField.EXTRA, "")),
         )
     except (KeyError, ValueError, TypeError, AttributeError) as exc:
         raise StoreCorrupt(f"event {event_id!r} of agent {agent!r} cannot be decoded") from exc

@@ -19,6 +19,9 @@ slot and the same layout works on Redis Cluster::
     idem:{A}:streak          list    "<fence> <effect_id>" of each consecutive failure
     idem:{A}:snapshot        list    the same, as an automatic pause found them (to free on resume)
     idem:{A}:fence           string  the last fencing token handed out to any of the agent's keys
+    idem:{A}:ap:<approval>   hash    one approval (store/approvals.py); kept for ever while open,
+                                     ``keep_ms`` once settled
+    idem:{A}:approvals       zset    the open approvals' ids, scored by when each was asked for
     idem:agents              zset    every agent id, scored by when a proxy last saw it
     idem:{idem:store}:marker hash    the store's marker: epoch, created, checks, replaces
     idem:{idem:store}:loss   hash    a loss of records found and not yet acknowledged
@@ -26,6 +29,7 @@ slot and the same layout works on Redis Cluster::
     idem:{:agents}:review    zset    the sweep's worklist (store/work.py), scored by when a
                                      proxy last listed the agent (Redis ms)
     idem:{:agents}:delivery  zset    delivery's worklist, scored the same way
+    idem:{:agents}:approval  zset    the approvals' worklist, scored the same way
     idem:{:agents}:seeded    string  present once the worklists were seeded from idem:agents
 
 These are the keys outside any agent's slot. They are written by commands and scripts of their
@@ -153,6 +157,16 @@ def snapshot_key(agent: str) -> str:
 def fence_key(agent: str) -> str:
     """The counter every fence of the agent's records comes from."""
     return f"{PREFIX}:{agent_tag(agent)}:fence"
+
+
+def approval_key(agent: str, approval_id: str) -> str:
+    """The hash holding one approval."""
+    return f"{PREFIX}:{agent_tag(agent)}:ap:{encode_id(approval_id)}"
+
+
+def approvals_key(agent: str) -> str:
+    """The agent's open approvals, scored by when each was asked for (ms)."""
+    return f"{PREFIX}:{agent_tag(agent)}:approvals"
 
 
 AGENTS_KEY = f"{PREFIX}:agents"

@@ -21,7 +21,7 @@ import re
 from importlib import resources
 from typing import Any, Generic, TypeVar
 
-from idemproxy.store.redis import argv
+from idemproxy.store.redis import approval_args, argv
 from idemproxy.store.redis.argv import ScriptArg
 from idemproxy.store.redis.fields import FIELDS
 
@@ -91,6 +91,11 @@ CLEAR_BATCH = LuaScript("clear_batch", argv.ClearBatchArgs)
 COUNT_EVENTS = LuaScript("count_events", argv.CountEventsArgs)
 READ_CONTROL = LuaScript("read_control", argv.ReadControlArgs)
 WRITE_PAUSE = LuaScript("write_pause", argv.WritePauseArgs)
+# The approvals.
+HOLD_APPROVAL = LuaScript("hold_approval", approval_args.HoldApprovalArgs)
+DECIDE_APPROVAL = LuaScript("decide_approval", approval_args.DecideApprovalArgs)
+TAKE_APPROVAL = LuaScript("take_approval", approval_args.TakeApprovalArgs)
+EXPIRE_APPROVALS = LuaScript("expire_approvals", approval_args.ExpireApprovalsArgs)
 # The agent registry and the worklists.
 LIST = LuaScript("list", argv.ListArgs)
 STALE = LuaScript("stale", argv.StaleArgs)
@@ -114,6 +119,10 @@ SCRIPTS: tuple[LuaScript[Any], ...] = (
     COUNT_EVENTS,
     READ_CONTROL,
     WRITE_PAUSE,
+    HOLD_APPROVAL,
+    DECIDE_APPROVAL,
+    TAKE_APPROVAL,
+    EXPIRE_APPROVALS,
     LIST,
     STALE,
     FORGET,

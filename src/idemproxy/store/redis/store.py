@@ -6,6 +6,7 @@ one part per concern, all on the same client and pipelined connection:
 - :class:`~.records.RedisRecords`: claims, settles, resolutions, renewals, record reads;
 - :class:`~.journal.RedisJournal`: the outbox, delivery cursors, the audit log, archives;
 - :class:`~.control.RedisControl`: the agents' pauses, and their listings;
+- :class:`~.approvals.RedisApprovals`: effects held for an operator's approval;
 - :class:`~.agents.RedisAgents`: the agent registry and the worklists;
 - :class:`~.safety.RedisSafety`: the store's durability, its marker and its log.
 
@@ -25,6 +26,7 @@ from idemproxy.store.errors import InvalidStoreURL
 from idemproxy.store.redis import client as redis_client
 from idemproxy.store.redis import replicas
 from idemproxy.store.redis.agents import LISTING_GRACE_S, REGISTRY_CAP, RedisAgents
+from idemproxy.store.redis.approvals import RedisApprovals
 from idemproxy.store.redis.control import RedisControl
 from idemproxy.store.redis.journal import RedisJournal
 from idemproxy.store.redis.pipeline import PipelinedRedis
@@ -79,7 +81,10 @@ class RedisStore(ComposedStore):
         journal = RedisJournal(client, retention, self.agents)
         control = RedisControl(client, self.agents, retention)
         safety = RedisSafety(client, records)
-        super().__init__(records, journal, control, safety, retention=retention)
+        approvals = RedisApprovals(client, self.agents, retention)
+        super().__init__(
+            records, journal, control, safety, approvals=approvals, retention=retention
+        )
 
     @classmethod
     def from_url(

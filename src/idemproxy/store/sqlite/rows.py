@@ -6,6 +6,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+import orjson
+
 from idemproxy.store.errors import StoreCorrupt
 from idemproxy.store.headers import dump_headers, load_headers
 from idemproxy.store.records import (
@@ -121,15 +123,17 @@ def _insert_event(
     answer: tuple[int, str, str],
     now_ms: int,
     state: str,
+    extra: dict[str, str] | None = None,
 ) -> None:
-    """One outbox row; ``answer`` is the status, external id and reason the event reports.
-    The agent goes on delivery's worklist."""
+    """One outbox row; ``answer`` is the status, external id and reason the event reports,
+    ``extra`` what it carries beside them (an orjson object, '' for none). The agent goes on
+    delivery's worklist."""
     status, external_id, reason = answer
     worklist.add(db, key.agent, Work.DELIVERY)
     db.execute(
         "INSERT INTO events (agent, effect_id, type, batch, tool_call, action, upstream, method,"
-        " path, status, external_id, reason, ts_ms, state)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " path, status, external_id, reason, ts_ms, state, extra)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             key.agent,
             key.effect_id,
@@ -145,8 +149,23 @@ def _insert_event(
             reason,
             now_ms,
             state,
+            orjson.dumps(extra) if extra else b"",
         ),
     )
+
+
+def append_extra_event(
+    db: sqlite3.Connection,
+    type_: EventType,
+    key: RecordKey,
+    meta: EffectMeta,
+    reason: str,
+    state: str,
+    extra: dict[str, str],
+    now_ms: int,
+) -> None:
+    """Add an event that carries ``extra`` beside the effect's fields (an approval's)."""
+    _insert_event(db, type_, key, meta, (0, "", reason), now_ms, state, extra)
 
 
 def read_events(db: sqlite3.Connection, agent: str, after_id: int, limit: int) -> list[EffectEvent]:
@@ -167,10 +186,11 @@ def read_events(db: sqlite3.Connection, agent: str, after_id: int, limit: int) -
                 reason=row["reason"],
                 ts_ms=row["ts_ms"],
                 state=row["state"],
+                extra=_extra(row["extra"]),
             )
             for row in rows
         ]
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         raise StoreCorrupt(f"an event of agent {agent!r} cannot be decoded: {exc}") from exc
 
 
@@ -226,6 +246,16 @@ def decode_record(row: sqlite3.Row) -> EffectRecord:
         )
     except (ValueError, TypeError) as exc:
         raise StoreCorrupt(f"effect record {row['agent']}/{row['effect_id']}: {exc}") from exc
+
+
+def _extra(data: bytes | str) -> dict[str, str]:
+    """An event's ``extra`` as written: an object of strings, or nothing."""
+    if not data:
+        return {}
+    loaded = orjson.loads(data)
+    if not isinstance(loaded, dict) or not all(isinstance(v, str) for v in loaded.values()):
+        raise ValueError(f"extra is not an object of strings: {loaded!r}")
+    return {str(name): value for name, value in loaded.items()}
 
 
 def _meta(row: sqlite3.Row) -> EffectMeta:

@@ -9,10 +9,11 @@
              its predecessor expired still gets a fence above every earlier one
     clock    the anchor of the file's steady clock for the host's current boot (store/clock.py)
 
-and the ledger's tables of :mod:`.journal` (schema 2 added them) and the worklists of
-:mod:`.worklist` (schema 3), both gained by an older file when it is opened, and the
-agents' controls of :mod:`.control`, the store's marker of :mod:`.safety` and the batches'
-archives of outcomes of :mod:`.outcomes` (made when a file is opened that lacks them).
+and the ledger's tables of :mod:`.journal` (schema 2 added them), the worklists of
+:mod:`.worklist` (schema 3) and the events' ``extra`` with the approvals of :mod:`.approvals`
+(schema 4), all gained by an older file when it is opened, and the agents' controls of
+:mod:`.control`, the store's marker of :mod:`.safety` and the batches' archives of outcomes
+of :mod:`.outcomes` (made when a file is opened that lacks them).
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ import time
 from pathlib import Path
 
 from idemproxy.store.errors import StoreCorrupt, StoreNotFound
-from idemproxy.store.sqlite import control, journal, outcomes, safety, worklist
+from idemproxy.store.sqlite import approvals, control, journal, outcomes, safety, worklist
 
-SCHEMA_VERSION = 3
+# 4: events carry ``extra`` and the approvals table exists. A proxy of schema 3 could not read
+# an approval's events (their types are new to it), so it is told the file is newer instead.
+SCHEMA_VERSION = 4
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS records (
@@ -45,7 +48,8 @@ _TABLES = (
         type TEXT NOT NULL, batch TEXT NOT NULL, tool_call TEXT NOT NULL,
         action TEXT NOT NULL, upstream TEXT NOT NULL, method TEXT NOT NULL,
         path TEXT NOT NULL, status INTEGER NOT NULL, external_id TEXT NOT NULL,
-        reason TEXT NOT NULL, ts_ms INTEGER NOT NULL, state TEXT NOT NULL DEFAULT '')""",
+        reason TEXT NOT NULL, ts_ms INTEGER NOT NULL, state TEXT NOT NULL DEFAULT '',
+        extra BLOB NOT NULL DEFAULT '')""",
     "CREATE INDEX IF NOT EXISTS events_agent ON events (agent, id)",
     "CREATE INDEX IF NOT EXISTS events_age ON events (ts_ms)",
     # Added without a schema bump: older proxies ignore it, and a file without it gains it.
@@ -86,10 +90,12 @@ def connect(path: Path, busy_timeout_ms: int, *, create: bool = True) -> sqlite3
             *safety.TABLES,
             *worklist.TABLES,
             *outcomes.TABLES,
+            *approvals.TABLES,
         )
         for statement in tables:
             db.execute(statement)
         if version < SCHEMA_VERSION:
+            _add_event_extra(db)
             journal.backfill(db)
             worklist.backfill(db)
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -98,6 +104,13 @@ def connect(path: Path, busy_timeout_ms: int, *, create: bool = True) -> sqlite3
         db.close()
         raise
     return db
+
+
+def _add_event_extra(db: sqlite3.Connection) -> None:
+    """Give the events table of a file older than schema 4 its ``extra`` column."""
+    columns = {row["name"] for row in db.execute("PRAGMA table_info(events)")}
+    if "extra" not in columns:
+        db.execute("ALTER TABLE events ADD COLUMN extra BLOB NOT NULL DEFAULT ''")
 
 
 def _open_existing(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from idemproxy.store.composed import ComposedStore
 from idemproxy.store.retention import DEFAULT_RETENTION, Retention
-from idemproxy.store.sqlite import control, journal, outcomes, rows, schema
+from idemproxy.store.sqlite import approvals, control, journal, outcomes, rows, schema
+from idemproxy.store.sqlite.approvals import SQLiteApprovals
 from idemproxy.store.sqlite.control import SQLiteControl
 from idemproxy.store.sqlite.file import SQLiteFile
 from idemproxy.store.sqlite.journal import SQLiteJournal
@@ -45,7 +46,9 @@ class SQLiteStore(ComposedStore):
         purge = functools.partial(_purge, retention=retention)
         self._file = file = SQLiteFile(path, connect, purge)
         parts = SQLiteJournal(file, retention), SQLiteControl(file), SQLiteSafety(file)
-        super().__init__(SQLiteRecords(file), *parts, retention=retention)
+        super().__init__(
+            SQLiteRecords(file), *parts, approvals=SQLiteApprovals(file), retention=retention
+        )
 
 
 def _purge(db: sqlite3.Connection, now_ms: int, retention: Retention) -> None:
@@ -54,3 +57,4 @@ def _purge(db: sqlite3.Connection, now_ms: int, retention: Retention) -> None:
     journal.purge(db, now_ms, retention.audit_ms, retention.archive_ms)
     outcomes.purge(db, now_ms, retention.archive_ms)
     control.purge(db, now_ms, retention.control_ms)
+    approvals.purge(db, now_ms)

@@ -4,7 +4,8 @@ thread, inside its transactions::
     busy  one row per agent on the worklist of each kind of work
 
 An agent is listed in the transaction of the change that gives it work (a claim, an event, a
-pause), and dropped in one that finds it has none left, so no listing needs a grace.
+pause, an approval asked for), and dropped in one that finds it has none left, so no listing
+needs a grace.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ _RECORDS = (
     " AND r.state IN ('in_flight', 'unknown') AND r.expires_ms > ?)"
 )
 _PAUSED = "EXISTS (SELECT 1 FROM controls c WHERE c.agent = busy.agent AND c.paused != '')"
+_APPROVALS = (
+    "EXISTS (SELECT 1 FROM approvals a WHERE a.agent = busy.agent"
+    " AND a.state IN ('awaiting_approval', 'approved'))"
+)
 _WAITING = (
     "EXISTS (SELECT 1 FROM events e WHERE e.agent = busy.agent AND e.id > COALESCE("
     "(SELECT CAST(c.acked AS INTEGER) FROM cursors c WHERE c.agent = busy.agent), 0))"
@@ -53,7 +58,11 @@ def forget_idle(db: sqlite3.Connection, now_ms: int) -> int:
         f"DELETE FROM busy WHERE work = ? AND NOT {_RECORDS} AND NOT {_WAITING}",  # noqa: S608
         (Work.DELIVERY.value, now_ms),
     )
-    return review.rowcount + delivery.rowcount
+    approval = db.execute(
+        f"DELETE FROM busy WHERE work = ? AND NOT {_APPROVALS}",  # noqa: S608
+        (Work.APPROVAL.value,),
+    )
+    return review.rowcount + delivery.rowcount + approval.rowcount
 
 
 def backfill(db: sqlite3.Connection) -> None:

@@ -4,7 +4,7 @@
 -- only ever delays a drop.
 -- Returns how many were dropped.
 local before = tonumber(ARGV[1])  -- as stale returned it
-local entries = argv_from(2)  -- agent, worklist (1: KEYS[1], 2: KEYS[2]), has work ('1', '0')
+local entries = argv_from(2)  -- agent, worklist (its index in KEYS), has work ('1', '0')
 
 local now = now_ms()
 local dropped = 0

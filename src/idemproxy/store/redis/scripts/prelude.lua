@@ -154,3 +154,55 @@ local function control_reply(control, streak, snapshot)
   return {redis.call('HGETALL', control), redis.call('LRANGE', streak, 0, -1),
     redis.call('LRANGE', snapshot, 0, -1)}
 end
+
+-- Append an approval's event (store/approvals.py): the approval as the step leaves it, and
+-- approval_extra's fields as JSON.
+local function approval_emit(approval, stream, cursor, event_type, now, retention_ms)
+  local f = redis.call('HMGET', approval, '{{approval.effect_id}}', '{{approval.batch}}',
+    '{{approval.tool_call}}', '{{approval.action}}', '{{approval.upstream}}',
+    '{{approval.method}}', '{{approval.path}}', '{{approval.note}}', '{{approval.state}}',
+    '{{approval.id}}', '{{approval.rule}}', '{{approval.actor}}', '{{approval.valid_until_ms}}')
+  local extra = {approval_id = f[10], rule = f[11]}
+  if f[12] ~= '' then
+    extra.actor = f[12]
+  end
+  if f[13] ~= '0' then
+    extra.valid_until_ms = f[13]
+  end
+  outbox_add(stream, cursor, {'{{event.type}}', event_type, '{{event.effect_id}}', f[1],
+    '{{event.batch}}', f[2], '{{event.tool_call}}', f[3], '{{event.action}}', f[4],
+    '{{event.upstream}}', f[5], '{{event.method}}', f[6], '{{event.path}}', f[7],
+    '{{event.status}}', '0', '{{event.external_id}}', '', '{{event.reason}}', f[8],
+    '{{event.ts_ms}}', now, '{{event.state}}', f[9], '{{event.extra}}', cjson.encode(extra)},
+    now, retention_ms)
+end
+
+-- An approved approval not used in time turns expired (store/approvals.py ``lapsed``);
+-- returns whether it did.
+local function approval_lapse(approval, now)
+  local f = redis.call('HMGET', approval, '{{approval.state}}', '{{approval.valid_until_ms}}')
+  if f[1] ~= 'approved' or now < tonumber(f[2]) then
+    return false
+  end
+  redis.call('HSET', approval, '{{approval.state}}', 'expired')
+  return true
+end
+
+-- Keep an approval as store/approvals.py ``expires_ms`` says: an open one for ever, listed
+-- among the open ones by when it was asked for; a settled one ``keep`` ms, unlisted. Run last,
+-- since a settled one kept 0 ms is gone at once.
+local function approval_keep(approval, open)
+  local f = redis.call('HMGET', approval, '{{approval.state}}', '{{approval.id}}',
+    '{{approval.requested_ms}}', '{{approval.keep_ms}}')
+  if f[1] == 'awaiting_approval' or f[1] == 'approved' then
+    redis.call('PERSIST', approval)
+    redis.call('ZADD', open, tonumber(f[3]), f[2])
+    return
+  end
+  redis.call('ZREM', open, f[2])
+  if tonumber(f[4]) > 0 then
+    redis.call('PEXPIRE', approval, tonumber(f[4]))
+  else
+    redis.call('DEL', approval)
+  end
+end
