@@ -1,6 +1,6 @@
 """Operator verbs (SPEC 7): ``status``, ``batch-status``, ``batches``, ``recover``, ``review
-list|resolve|retry``, ``agent status|pause|resume``, ``delivery list|retry``, ``audit`` and
-``store status|acknowledge-loss``.
+list|resolve|retry``, ``approvals list|show|approve|deny``, ``agent status|pause|resume``,
+``delivery list|retry``, ``audit`` and ``store status|acknowledge-loss``.
 
 Each works on a running proxy's admin API (``--admin-url``, default ``$IDEMPROXY_ADMIN_URL`` or
 http://127.0.0.1:9090, token from ``--token`` or ``$IDEMPROXY_ADMIN_TOKEN``) or directly on a
@@ -14,6 +14,7 @@ import argparse
 
 from idemproxy.cli import (
     agent_views,
+    approvals,
     batch_views,
     compensation,
     duplicates,
@@ -76,6 +77,7 @@ def register(verbs: Verbs) -> None:
     acting(recover)
 
     _register_review(verbs.add_parser("review", help="the queue of unknown outcomes"))
+    approvals.register(verbs.add_parser("approvals", help=approvals.HELP))
     _register_agent(verbs.add_parser("agent", help="pause an agent, or resume it once fixed"))
     _register_delivery(
         verbs.add_parser("delivery", help="delivery of events to the recovery controller")

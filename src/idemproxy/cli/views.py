@@ -109,6 +109,8 @@ def status(document: Document) -> str:
     )
     if "in_error" in document:  # a proxy older than the agent's error does not say
         head += f", {document['in_error']} agent(s) in error"
+    if document.get("awaiting_approval"):
+        head += f", {document['awaiting_approval']} effect(s) awaiting approval"
     events, columns = _events(document)
     rows = [
         [
@@ -165,9 +167,10 @@ def error_cell(error: Document | None) -> str:
 
 
 def status_exit_rule(document: Document) -> ExitCode:
-    """Not fine while anything waits for an operator: an unknown outcome, a paused agent, a
-    parked delivery."""
+    """Not fine while anything waits for an operator: an unknown outcome, a held effect, a
+    paused agent, a parked delivery."""
     waiting = document["unknown"] or document["paused"] or document["parked"]
+    waiting = waiting or document.get("awaiting_approval", 0)
     return ExitCode.NOT_FINE if waiting else ExitCode.OK
 
 
