@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from idemproxy.errors import ProblemCode, RequestRefused
+from idemproxy.ledger import documents
 from idemproxy.ledger.approvals import Verdict
 from idemproxy.ledger.service import LedgerService
 from idemproxy.metrics import Metrics
@@ -78,3 +79,17 @@ async def test_an_unknown_approval_is_not_found(store: Store, ns: str) -> None:
     with pytest.raises(RequestRefused) as refused:
         await LedgerService(store).approval(ns, "ap_nothing")
     assert refused.value.code is ProblemCode.NOT_FOUND
+
+
+async def test_the_controller_gets_each_change_with_the_approval_named(
+    store: Store, ns: str
+) -> None:
+    held = await hold(store, ns, "c1")
+    await LedgerService(store).decide(ns, held.approval_id, Verdict.DENIED, "ops", "not now")
+    requested, denied = [documents.event(e) for e in await store.read_events(ns)]
+    assert (requested["type"], denied["type"]) == ("effect.approval_requested", "effect.denied")
+    assert denied["effect_key"] == f"{ns}/c1"
+    assert (denied["state"], denied["reason"]) == ("denied", "not now")
+    assert denied["approval_id"] == held.approval_id
+    assert denied["actor"] == "ops"
+    assert requested["rule"] == "/amount above 10000"
