@@ -27,7 +27,7 @@ from idemproxy.store.approvals import (
     taken,
 )
 from idemproxy.store.errors import StoreCorrupt
-from idemproxy.store.records import EffectMeta, RecordKey
+from idemproxy.store.records import RecordKey
 from idemproxy.store.sqlite import journal, rows, worklist
 from idemproxy.store.sqlite.file import SQLiteFile
 from idemproxy.store.work import Work
@@ -126,14 +126,7 @@ def decode(row: sqlite3.Row) -> Approval:
             approval_id=row["approval_id"],
             key=RecordKey(row["agent"], row["effect_id"]),
             fingerprint=row["fingerprint"],
-            meta=EffectMeta(
-                batch=row["batch"],
-                tool_call=row["tool_call"],
-                action=row["action"],
-                upstream=row["upstream"],
-                method=row["method"],
-                path=row["path"],
-            ),
+            meta=rows.meta_of(row),
             state=ApprovalState(row["state"]),
             rule=row["rule"],
             summary=row["summary"],

@@ -180,7 +180,7 @@ def read_events(db: sqlite3.Connection, agent: str, after_id: int, limit: int) -
                 event_id=f"{row['id']:020d}",
                 type=EventType(row["type"]),
                 key=RecordKey(row["agent"], row["effect_id"]),
-                meta=_meta(row),
+                meta=meta_of(row),
                 status=row["status"],
                 external_id=row["external_id"],
                 reason=row["reason"],
@@ -235,7 +235,7 @@ def decode_record(row: sqlite3.Row) -> EffectRecord:
             state=RecordState(row["state"]),
             fence=row["fence"],
             fingerprint=row["fingerprint"],
-            meta=_meta(row),
+            meta=meta_of(row),
             lease_expires_ms=row["lease_expires_ms"],
             created_ms=row["created_ms"],
             updated_ms=row["updated_ms"],
@@ -258,7 +258,8 @@ def _extra(data: bytes | str) -> dict[str, str]:
     return {str(name): value for name, value in loaded.items()}
 
 
-def _meta(row: sqlite3.Row) -> EffectMeta:
+def meta_of(row: sqlite3.Row) -> EffectMeta:
+    """The effect's facts from a row with their columns (records, events, approvals)."""
     return EffectMeta(
         batch=row["batch"],
         tool_call=row["tool_call"],
