@@ -74,9 +74,13 @@ class ApprovalGate:
         rule = ctx.route.approval
         if rule is None or ctx.operator:
             return None
-        body = body_document(ctx.body, ctx.request.headers.get("Content-Type", ""))
-        match = compile_template(ctx.route.match.path).fullmatch(ctx.target.path)
-        params = {k: v for k, v in match.groupdict().items() if v is not None} if match else {}
+        body: object = None
+        if any(condition.field is not None for condition in rule.when):
+            body = body_document(ctx.body, ctx.request.headers.get("Content-Type", ""))
+        params: dict[str, str] = {}
+        if rule.params():
+            match = compile_template(ctx.route.match.path).fullmatch(ctx.target.path)
+            params = {k: v for k, v in match.groupdict().items() if v} if match else {}
         reason = held_because(rule, Subject(body, params, ctx.tool))
         if reason is None:
             return None
