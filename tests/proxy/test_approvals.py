@@ -192,3 +192,20 @@ async def test_an_mcp_tool_named_by_the_rule_waits_and_others_do_not(
     assert sent.status == 200
     assert orjson.loads(await sent.read())["id"] == 8
     assert effects.count("/mcp") == 1
+
+
+async def test_a_path_parameter_in_the_list_waits_and_others_do_not(
+    make_proxy: ProxyFactory, effects: EffectLog
+) -> None:
+    store = MemoryStore()
+    rule = {"bot_api": {"when": [{"param": "method", "in": ["sendMessage"]}]}}
+    client, _ = await make_proxy(store=store, **{"upstreams.up.approvals": rule})
+    held = await client.post("/up/bot42:SECRET/sendMessage", data=b"{}", headers=KEY)
+    assert held.status == 428
+    [waiting] = await store.list_approvals(AGENT)
+    assert waiting.rule == "{method} in ['sendMessage']"
+    assert "SECRET" not in waiting.summary
+    other = await client.post("/up/bot42:SECRET/messages", data=b"{}", headers=KEY)
+    assert other.status == 200
+    assert effects.count("/messages") == 1
+    assert effects.count() == 1
