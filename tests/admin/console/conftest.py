@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 from aiohttp import ClientResponse
 
+from idemproxy.store.approvals import Approval, HoldRequest
+from idemproxy.store.protocols import Store
+from idemproxy.store.records import EffectMeta, RecordKey
 from tests.admin.conftest import TOKEN, AdminClient, AdminFactory
 
 CSRF = re.compile(r'name="csrf" value="([0-9a-f]+)"')
@@ -51,3 +54,14 @@ async def console(make_admin: AdminFactory) -> AdminClient:
     signed = await sign_in(client)
     assert signed.status == 303, await signed.text()
     return client
+
+
+async def held(store: Store, agent: str = "billing-bot", call: str = "c1") -> Approval:
+    """A charge held for approval, as the proxy holds one: awaiting a decision."""
+    key = RecordKey(agent, f"tc:b1:{call}:r-create_charge")
+    meta = EffectMeta("b1", call, "create_charge", "stripe", "POST", "/v1/charges")
+    summary = '{"method": "POST", "body": {"amount": "25000", "currency": "usd"}}'
+    request = HoldRequest(
+        key, "fp-" + call, meta, "/amount above 10000", summary, 86_400_000, 900_000
+    )
+    return await store.hold(request)
