@@ -1,5 +1,5 @@
 """docs/admin-api.openapi.yaml describes exactly the routes the admin app serves (the console's
-HTML pages under /console/ aside: docs/console.md)."""
+HTML pages under /console/ aside: admin/console/)."""
 
 from __future__ import annotations
 

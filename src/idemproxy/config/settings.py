@@ -237,6 +237,12 @@ class ProxyConfig(Frozen):
 
     _host_port = field_validator("listen", "admin_listen", mode="before")(parse_host_port)
 
+    @field_validator("console", mode="before")
+    @classmethod
+    def _bare_off(cls, value: object) -> object:
+        # YAML reads a bare `console: off` as false.
+        return ConsoleReach.OFF.value if value is False else value
+
     @field_validator("admin_hosts", mode="before")
     @classmethod
     def _host_names(cls, value: object) -> object:

@@ -1,5 +1,5 @@
 """The operator console: HTML pages under ``/console/`` on the admin listener, over the same
-:class:`LedgerService` as the admin API (docs/console.md).
+:class:`LedgerService` as the admin API (README.md, "Operator console").
 
 It is a sub-app with its own guard chain (guards.py). aiohttp runs the admin app's middlewares
 for a sub-app's requests too, before the sub-app's own, so :func:`outside_console` makes each of
