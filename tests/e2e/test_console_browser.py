@@ -2,8 +2,9 @@
 `idemproxy serve` and approves, denies, resolves and resumes what an agent's calls left waiting,
 while the agent's repeats show that each decision took effect exactly as the console said.
 
-The proxy serves a Stripe fake whose ``create_charge`` route holds charges above 100.00 for
-approval, and a generic fake upstream whose ``/hang`` never answers (its effect turns unknown).
+The proxy, on a SQLite store, serves a Stripe fake whose ``create_charge`` route holds charges
+above 100.00 for approval, and a generic fake upstream whose ``/hang`` never answers (its
+effect turns unknown).
 Every step leaves a screenshot in ``test-output/console/`` (``$IDEMPROXY_TEST_OUTPUT/console``
 when set), and a page that breaks its Content-Security-Policy fails the test.
 
@@ -54,7 +55,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     config = directory / "idemproxy.yaml"
     config.write_text(
         f"agent_id: {AGENT}\n"
-        "store: memory://\n"
+        f"store: sqlite:///{directory / 'store.db'}\n"
         "upstreams:\n"
         "  stripe:\n"
         f"    url: {stripe_url}\n"
