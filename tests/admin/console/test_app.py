@@ -79,7 +79,7 @@ async def test_without_an_admin_token_the_console_says_it_needs_one(
     make_admin: AdminFactory,
 ) -> None:
     client = await make_admin()
-    for path in ("/console/", "/console/signin", "/console/agents/bot"):
+    for path in ("/console", "/console/", "/console/signin", "/console/agents/bot"):
         page = await client.get(path)
         text = await page.text()
         assert (page.status, page.content_type) == (503, "text/html")

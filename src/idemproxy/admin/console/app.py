@@ -76,6 +76,7 @@ def build_console(config: ProxyConfig, service: LedgerService) -> web.Applicatio
     app[CONSOLE] = True
     app.router.add_get("/static/console.css", stylesheet)
     if sessions is None:
+        app.router.add_route("*", "", needs_token)
         app.router.add_route("*", "/{tail:.*}", needs_token)
         return app
     app[pages.LEDGER] = service
