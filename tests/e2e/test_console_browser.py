@@ -285,3 +285,38 @@ def test_a_paused_agent_resumed_in_the_browser_goes_ahead(stack: Stack, console:
 
     going = httpx.post(f"{stack.proxy.url}/up/messages", headers={**agent, "Idem-Tool-Call": "c2"})
     assert going.status_code == 200, going.text
+
+
+def test_a_failed_effect_retried_and_its_batch_recovered_in_the_browser_are_sent_again(
+    stack: Stack, console: Console
+) -> None:
+    headers = {"Idem-Agent": "retry-bot", "Idem-Batch": "nightly-2", "Idem-Tool-Call": "c1"}
+
+    def send() -> int:
+        return httpx.post(f"{stack.proxy.url}/up/status/422", headers=headers).status_code
+
+    assert send() == 422
+    assert send() == 422  # replayed: a refusal (4xx) is an answer like any other
+    assert len(stack.upstream.effects("/status/422")) == 1
+
+    console.sign_in()
+    console.page.click("#attention >> text=retry-bot")
+    console.page.click("a:text-is('nightly-2')")
+    assert "Failed (1)" in console.text("main")
+    console.shot("batch-failed")
+    console.page.click("text=POST /up/status/422")
+    console.page.fill("#retry-note", "upstream fixed")
+    console.page.click("button:text-is('Retry')")
+    assert console.text("#state") == "not_applied"
+    console.shot("retried")
+    assert send() == 422
+    assert len(stack.upstream.effects("/status/422")) == 2  # sent again, once
+
+    console.page.click("a:text-is('nightly-2')")
+    console.page.select_option("#strategy", "restart")
+    console.page.fill("#recover-note", "re-run it all")
+    console.page.click("button:text-is('Recover')")
+    console.shot("recovered")
+    assert console.text(".done").startswith("Recovered"), console.text("main")
+    assert send() == 422
+    assert len(stack.upstream.effects("/status/422")) == 3

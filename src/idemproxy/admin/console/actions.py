@@ -4,7 +4,8 @@ session and its CSRF token; the ledger checks the rest (compare-and-set, the per
 limit) and writes the audit entry, whose actor is ``console (<peer address>)``.
 
 Each action answers ``303 See Other`` to the page of what it changed, with a word saying what
-was done (pages.py shows the message), so a reload of that page sends nothing again.
+was done (pages.py shows the message), so a reload of that page sends nothing again. A recovery
+instead answers with its plan, what the re-run of the batch will do.
 """
 
 from __future__ import annotations
@@ -117,9 +118,10 @@ async def recover(request: web.Request) -> web.StreamResponse:
     info = request.match_info
     mode = RecoverMode.parse(await _field(request, "strategy", RecoverMode.AUTO.value))
     note = await _field(request, "note")
-    await _ledger(request).recover(info["agent"], info["batch"], mode, _actor(request), note)
-    location = f"{PREFIX}/agents/{segment(info['agent'])}/batches/{segment(info['batch'])}"
-    return _done(location, "recovered")
+    plan = await _ledger(request).recover(info["agent"], info["batch"], mode, _actor(request), note)
+    # The plan, not a redirect: what the re-run will do is said once, and the batch's page may
+    # be gone (a recovery that clears every record of a batch leaves nothing to show).
+    return page(request, "recovered.html", plan=plan)
 
 
 def add_actions(

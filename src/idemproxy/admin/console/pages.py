@@ -41,7 +41,6 @@ DONE = {
     "retried": "Freed: the effect's next request is sent again.",
     "resumed": "Resumed: the agent's effects go ahead again.",
     "paused": "Paused: the agent's effects are refused until it is resumed.",
-    "recovered": "Recovered: the batch is ready for its re-run.",
     "signed_in": "Signed in.",
 }
 
