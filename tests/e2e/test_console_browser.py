@@ -1,6 +1,7 @@
 """The operator console in a real browser: Debian's Chromium, driven by Playwright, signs in to
 `idemproxy serve` and approves, denies, resolves and resumes what an agent's calls left waiting,
-while the agent's repeats show that each decision took effect exactly as the console said.
+while the agent's repeats show that each decision took effect exactly as the console said; a
+page of another site the signed-in operator visits, and a DNS-rebound name, change nothing.
 
 The proxy, on a SQLite store, serves a Stripe fake whose ``create_charge`` route holds charges
 above 100.00 for approval, and a generic fake upstream whose ``/hang`` never answers (its
@@ -21,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+from aiohttp import web
 
 from tests.support.browser import chromium
 from tests.support.fakes.serving import BackgroundServers
@@ -36,12 +38,16 @@ TIMEOUT_MS = 15_000
 OUTPUT = Path(os.environ.get("IDEMPROXY_TEST_OUTPUT") or REPO / "test-output") / "console"
 
 
+REBOUND = "rebind.test"  # an attacker's name, which the browser resolves to 127.0.0.1
+
+
 @dataclass
 class Stack:
     proxy: ServedProxy
     stripe: StripeService
     upstream: FakeUpstream
     browser: Any  # playwright's Browser
+    servers: BackgroundServers
 
 
 @pytest.fixture(scope="module")
@@ -70,9 +76,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
     try:
         with running(upstream, proxy), sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=executable)
+            browser = playwright.chromium.launch(
+                executable_path=executable,
+                args=[f"--host-resolver-rules=MAP {REBOUND} 127.0.0.1"],
+            )
             try:
-                yield Stack(proxy, app[STRIPE], upstream, browser)
+                yield Stack(proxy, app[STRIPE], upstream, browser, servers)
             finally:
                 browser.close()
     finally:
@@ -320,3 +329,64 @@ def test_a_failed_effect_retried_and_its_batch_recovered_in_the_browser_are_sent
     assert console.text(".done").startswith("Recovered"), console.text("main")
     assert send() == 422
     assert len(stack.upstream.effects("/status/422")) == 3
+
+
+# A page of another site that the signed-in operator visits: it posts the console's pause form
+# (with a guessed CSRF token) into a hidden frame, and says when the frame answered.
+ATTACK_PAGE = """<!doctype html>
+<html><body>
+<iframe name="sink" id="sink"></iframe>
+<form id="forged" method="POST" target="sink" action="%(action)s">
+  <input name="note" value="forged"><input name="csrf" value="0000">
+</form>
+<script>
+document.getElementById("sink").onload = () => console.log("forged form answered");
+document.getElementById("forged").submit();
+</script>
+</body></html>
+"""
+
+
+def test_a_page_of_another_site_cannot_act_through_a_signed_in_console(
+    stack: Stack, console: Console
+) -> None:
+    agent = {"Idem-Agent": "victim-bot", "Idem-Batch": "b1", "Idem-Tool-Call": "c1"}
+    assert httpx.post(f"{stack.proxy.url}/up/messages", headers=agent).status_code == 200
+    console.sign_in()
+    action = f"{console.url}/agents/victim-bot/pause"
+    page_html = ATTACK_PAGE % {"action": action}
+
+    async def index(request: web.Request) -> web.Response:
+        return web.Response(text=page_html, content_type="text/html")
+
+    attacker = web.Application()
+    attacker.router.add_get("/", index)
+    attack_url = stack.servers.serve(attacker)
+    answers: list[int] = []
+    console.page.on("response", lambda r: answers.append(r.status) if r.url == action else None)
+    with console.page.expect_console_message(lambda m: m.text == "forged form answered"):
+        console.page.goto(attack_url)
+    assert answers == [403]
+    # Nor may the page show the console's answer in its frame: frame-ancestors 'none'.
+    framed = [error for error in console.errors if "frame-ancestors 'none'" in error]
+    assert len(framed) == 1
+    console.errors.remove(framed[0])
+
+    # DNS rebinding: under the attacker's name the console is the page's own origin, but it
+    # answers to its own names only (and the cookie is not sent to that name).
+    rebound = console.page.goto(f"http://{REBOUND}:{stack.proxy.admin_port}/console/")
+    assert rebound is not None
+    assert rebound.status == 403
+    assert "Unknown host name" in console.text("h1")
+    console.shot("rebound")
+
+    state = httpx.get(
+        f"{stack.proxy.admin_url}/v1/agents/victim-bot",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    ).json()
+    assert state["state"] == "running"
+    audit = httpx.get(
+        f"{stack.proxy.admin_url}/v1/agents/victim-bot/audit",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    ).json()
+    assert audit["entries"] == []
