@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install what tests/e2e/test_browser_forgery.py drives: a real browser visiting a hostile page
-# that tries to use the admin API.
+# Install what the browser tests drive: a real browser visiting a hostile page that tries to use
+# the admin API (tests/e2e/test_browser_forgery.py), and an operator using the console
+# (tests/e2e/test_console_browser.py).
 #   chromium    Debian's package; the test runs it through its executable path
 #   playwright  the Python package that drives it (its own browser download is never used)
 #

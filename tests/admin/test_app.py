@@ -1,4 +1,5 @@
-"""docs/admin-api.openapi.yaml describes exactly the routes the admin app serves."""
+"""docs/admin-api.openapi.yaml describes exactly the routes the admin app serves (the console's
+HTML pages under /console/ aside: admin/console/)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import yaml
 from aiohttp import web
 
 from idemproxy.admin.app import build_admin_app
+from idemproxy.admin.console.views import PREFIX
 from idemproxy.config.loader import load_config
 from idemproxy.metrics import Metrics
 from idemproxy.server import build_state
@@ -24,7 +26,9 @@ def served_routes() -> set[tuple[str, str]]:
     return {
         (route.method.lower(), route.resource.canonical)
         for route in app.router.routes()
-        if route.resource is not None and route.method != "HEAD"
+        if route.resource is not None
+        and route.method != "HEAD"
+        and not route.resource.canonical.startswith(PREFIX)
     }
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from idemproxy.config.loader import load_config
+from idemproxy.config.settings import ConsoleReach
 from idemproxy.errors import ConfigError
 
 SECRET = "s3cr3t-0123456789abcdef"
@@ -66,3 +69,19 @@ def test_a_weak_or_malformed_secret_is_refused_without_echoing_it(secret: str) -
 def test_an_unknown_controller_key_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"controller\.retries.*unknown setting"):
         load_config(environ={}, flags={"controller.retries": 3})
+
+
+def test_the_console_answers_loopback_unless_told_otherwise(tmp_path: Path) -> None:
+    assert load_config(environ={}).config.console is ConsoleReach.LOOPBACK
+    assert load_config(environ={"IDEMPROXY_CONSOLE": "any"}).config.console is ConsoleReach.ANY
+    config = tmp_path / "idemproxy.yaml"
+    config.write_text("console: off\n")  # YAML reads a bare off as false
+    assert load_config(config, environ={}).config.console is ConsoleReach.OFF
+
+
+def test_an_unknown_console_setting_names_the_choices() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_config(environ={"IDEMPROXY_CONSOLE": "public"})
+    message = str(raised.value)
+    assert "IDEMPROXY_CONSOLE" in message
+    assert "'loopback', 'any' or 'off'" in message

@@ -86,6 +86,7 @@ def test_image_tag_follows_the_app_version() -> None:
         ({"podMonitor": {"enabled": "yes"}}, "got string, want boolean"),
         ({"sidecar": {"logLevel": "verbose"}}, "'/sidecar/logLevel'"),
         ({"sidecar": {"workers": 0}}, "'/sidecar/workers'"),
+        ({"sidecar": {"console": "public"}}, "'/sidecar/console'"),
         ({"sidecar": {"upstreams": {"Discord": {"url": "https://d"}}}}, "Discord"),
         ({"sidecar": {"upstreams": {"discord": {"url": "discord.com"}}}}, "'/sidecar/upstreams"),
         ({"securityContext": {"runAsUser": 0}}, "'/securityContext/runAsUser'"),

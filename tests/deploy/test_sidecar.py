@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from idemproxy.config.settings import ConsoleReach, ProxyConfig
+
 from .tooling import (
     config_file,
     container,
@@ -139,3 +141,19 @@ def test_a_grace_period_too_short_for_the_shutdown_timeout_is_refused() -> None:
     error = render_error({"sidecar": {"shutdownTimeoutS": 30, "terminationGracePeriodSeconds": 30}})
     assert "sidecar.terminationGracePeriodSeconds (30) must be at least" in error
     assert "+ sidecar.shutdownTimeoutS (30) + 5 = 45" in error
+
+
+@pytest.mark.parametrize(
+    ("sidecar", "console"),
+    [
+        ({}, "loopback"),
+        ({"console": "any"}, "any"),
+        ({"console": "off"}, "off"),
+        ({"console": False}, "off"),  # a bare `off` in a values file
+    ],
+)
+def test_the_console_setting_reaches_the_config(sidecar: dict[str, Any], console: str) -> None:
+    """Loopback by default: `kubectl port-forward` reaches it, the pod network does not."""
+    rendered, _ = agent_pod({"sidecar": sidecar})
+    assert config_file(rendered)["console"] == console
+    assert ProxyConfig.model_validate(config_file(rendered)).console == ConsoleReach(console)

@@ -16,9 +16,7 @@ Needs Debian's ``chromium`` and the ``playwright`` package (scripts/install-brow
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,18 +28,11 @@ from aiohttp import web
 
 from idemproxy.store.factory import open_store
 from idemproxy.store.records import RecordKey, RecordState
+from tests.support.browser import chromium
 from tests.support.fakes.serving import BackgroundServers
 from tests.support.processes import FakeUpstream, ServedProxy, running
 
 pytestmark = pytest.mark.e2e
-
-
-def chromium() -> str:
-    """Debian's chromium; missing, the test fails saying how to install it (it never skips)."""
-    path = shutil.which("chromium")
-    if path is None or importlib.util.find_spec("playwright") is None:
-        pytest.fail("chromium or playwright is missing: run scripts/install-browser.sh")
-    return path
 
 
 AGENT, BATCH = "browser-bot", "batch-77"

@@ -6,7 +6,12 @@ import orjson
 import pytest
 
 from idemproxy.errors import ProblemCode
-from idemproxy.proxy.problems import PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_BASE, problem_response
+from idemproxy.proxy.problems import (
+    PROBLEM_CONTENT_TYPE,
+    PROBLEM_TYPE_BASE,
+    problem_response,
+    problem_status,
+)
 
 
 def test_a_refusal_names_its_code_key_and_status() -> None:
@@ -38,3 +43,8 @@ def test_sdk_retry_loops_are_told_whether_a_retry_can_help(
     assert response.headers["x-should-retry"] == retry
     assert response.headers["Stripe-Should-Retry"] == retry
     assert response.headers.get("Retry-After") == (None if retry_after_s is None else "1")
+
+
+@pytest.mark.parametrize("code", list(ProblemCode))
+def test_a_page_showing_a_refusal_answers_with_the_documents_status(code: ProblemCode) -> None:
+    assert problem_status(code) == problem_response(code, "detail").status

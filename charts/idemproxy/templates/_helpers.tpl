@@ -105,6 +105,7 @@ discord bluesky stripe slack openai anthropic generic
   "admin_listen" (printf "0.0.0.0:%d" (int $v.sidecar.adminPort))
   "agent_id" (include "idemproxy.agentId" .)
   "log_level" $v.sidecar.logLevel
+  "console" (eq (toString $v.sidecar.console) "false" | ternary "off" $v.sidecar.console)
   "shutdown_timeout_s" (int $v.sidecar.shutdownTimeoutS)
   "workers" (int $v.sidecar.workers)
 -}}

@@ -1,4 +1,5 @@
-"""The admin listener: health, readiness, Prometheus metrics and the admin API (admin/api.py)."""
+"""The admin listener: health, readiness, Prometheus metrics, the admin API (admin/api.py) and
+the operator console (admin/console/)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from idemproxy.admin.api import add_api, problems
 from idemproxy.admin.auth import bearer_guard
+from idemproxy.admin.console.app import mount_console, outside_console
 from idemproxy.admin.duplicates import add_duplicates
 from idemproxy.admin.forgery import HostAllowList, browser_guard, json_bodies
 from idemproxy.admin.sender import ProxySender, proxy_url
@@ -67,7 +69,9 @@ def build_admin_app(state: ProxyState) -> web.Application:
     # A browser's request is refused before the token is even looked at; a caller without the
     # token learns nothing else, not even which body to send.
     guards = [browser_guard(hosts), bearer_guard(config.admin_token), json_bodies, problems]
-    app = web.Application(middlewares=guards)
+    # The console's pages are for browsers and forms: it has guards of its own
+    # (admin/console/guards.py), and the API's step aside for it alone.
+    app = web.Application(middlewares=[outside_console(guard) for guard in guards])
     app[ADMIN_STATE] = state
     if config.admin_token is None and IN_KUBERNETES_ENV in os.environ:
         log.warning(
@@ -84,6 +88,7 @@ def build_admin_app(state: ProxyState) -> web.Application:
         state.store, limit, compensator, state.guard, controller, metrics=state.metrics
     )
     add_api(app, service)
+    mount_console(app, config, service)
     add_duplicates(app, state.metrics.blocked)
     app.on_cleanup.append(sender.close)
     app.router.add_get("/healthz", healthz)

@@ -33,6 +33,14 @@ from idemproxy.store.retention import (
 ENV_PREFIX = "IDEMPROXY_"
 
 
+class ConsoleReach(StrEnum):
+    """Who the operator console on the admin listener answers (admin/console/)."""
+
+    LOOPBACK = "loopback"  # peers on loopback only: this host, or a `kubectl port-forward`
+    ANY = "any"  # every peer that reaches the admin listener
+    OFF = "off"  # no console
+
+
 class LogLevel(StrEnum):
     DEBUG = "debug"
     INFO = "info"
@@ -212,6 +220,9 @@ class ProxyConfig(Frozen):
     # Names the admin API may be addressed by besides localhost, IP addresses and admin_listen's
     # own host: any other Host is refused, which stops DNS rebinding (admin/forgery.py).
     admin_hosts: tuple[str, ...] = ()
+    # Where the operator console (/console/ on admin_listen) answers; it signs in with
+    # admin_token and offers nothing without one.
+    console: ConsoleReach = ConsoleReach.LOOPBACK
     log_level: LogLevel = LogLevel.INFO
     shutdown_timeout_s: Annotated[float, Field(ge=0, le=3600)] = 20.0
     # Longest an agent may take to accept one write of its answer before it counts as gone.
@@ -225,6 +236,12 @@ class ProxyConfig(Frozen):
     retention: RetentionConfig = RetentionConfig()
 
     _host_port = field_validator("listen", "admin_listen", mode="before")(parse_host_port)
+
+    @field_validator("console", mode="before")
+    @classmethod
+    def _bare_off(cls, value: object) -> object:
+        # YAML reads a bare `console: off` as false.
+        return ConsoleReach.OFF.value if value is False else value
 
     @field_validator("admin_hosts", mode="before")
     @classmethod

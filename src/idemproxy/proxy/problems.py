@@ -72,6 +72,12 @@ _RETRYABLE = frozenset(
 _WAIT_FOR_PEOPLE = frozenset({ProblemCode.APPROVAL_REQUIRED, ProblemCode.APPROVAL_EXPIRED})
 
 
+def problem_status(code: ProblemCode) -> int:
+    """The HTTP status a refusal with ``code`` is answered with, for pages that show it as HTML
+    (the operator console)."""
+    return _STATUS[code][0]
+
+
 def should_retry_headers(retry: bool) -> dict[str, str]:
     """The headers OpenAI/Anthropic (x-should-retry) and Stripe SDKs obey."""
     value = "true" if retry else "false"

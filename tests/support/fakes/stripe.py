@@ -4,17 +4,20 @@ A request under a key it has seen gets the first answer again (``Idempotent-Repl
 the same key with other parameters is a 400 ``idempotency_error``. Only requests that ran are
 remembered: a failure before running (a 503 from the edge) leaves the key unused. Keys are kept
 per account (``Stripe-Account``, else the key's own) and mode, as Stripe keeps them, so two
-accounts may use one key for two different requests.
+accounts may use one key for two different requests. Payment intents and charges
+(``/v1/charges``) are each an effect; refunds undo payment intents.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
 import orjson
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from tests.support.fakes.service import Service, json_answer, perform
 
@@ -28,10 +31,13 @@ class StripeService(Service):
         # payment intent id -> the account it was made on
         self.accounts: dict[str, str] = {}
         self.refunds: list[dict[str, Any]] = []
+        self.charges: dict[str, dict[str, Any]] = {}
         self._ids = itertools.count(1)
 
 
 STRIPE = web.AppKey("stripe", StripeService)
+# Makes the object a create request asks for, from its parameters, on an account.
+Creator = Callable[[StripeService, dict[str, str], str], dict[str, Any]]
 # Requests without Stripe-Account act on the account that owns the API key; the fake knows one.
 PLATFORM_ACCOUNT = "acct_platform"
 
@@ -40,48 +46,76 @@ def _error(kind: str, message: str, status: int) -> web.Response:
     return json_answer({"error": {"type": kind, "message": message}}, status=status)
 
 
-async def create_intent(request: web.Request) -> web.Response:
-    service = request.app[STRIPE]
-    body = await service.record(request)
-    if not request.headers.get("Authorization", "").startswith("Bearer sk_test_"):
-        return _error("invalid_request_error", "Invalid API Key provided", 401)
-    params = dict(parse_qsl(body.decode()))
-    key = request.headers.get("Idempotency-Key", "")
-    account = request.headers.get("Stripe-Account", PLATFORM_ACCOUNT)
-    scoped_key = (account, "test", key)
-    canonical = orjson.dumps(sorted(params.items()))
-    if scoped_key in service.keys:
-        first_params, status, answer = service.keys[scoped_key]
-        if first_params != canonical:
-            return _error(
-                "idempotency_error",
-                "Keys for idempotent requests can only be used with the same parameters",
-                400,
+def _new_intent(service: StripeService, params: dict[str, str], account: str) -> dict[str, Any]:
+    intent = {
+        "id": f"pi_{next(service._ids):06d}",
+        "object": "payment_intent",
+        "amount": int(params["amount"]),
+        "currency": params["currency"],
+        # confirm=true with a payment method charges at once, as the real API does.
+        "status": "succeeded" if params.get("confirm") == "true" else "requires_payment_method",
+        "metadata": {k[9:-1]: v for k, v in params.items() if k.startswith("metadata[")},
+    }
+    service.intents[str(intent["id"])] = intent
+    service.accounts[str(intent["id"])] = account
+    return intent
+
+
+def _new_charge(service: StripeService, params: dict[str, str], account: str) -> dict[str, Any]:
+    charge = {
+        "id": f"ch_{next(service._ids):06d}",
+        "object": "charge",
+        "amount": int(params["amount"]),
+        "currency": params["currency"],
+        "paid": True,
+        "status": "succeeded",
+    }
+    service.charges[str(charge["id"])] = charge
+    service.accounts[str(charge["id"])] = account
+    return charge
+
+
+def creating(operation: str, new: Creator) -> Handler:
+    """A create endpoint (``POST /v1/payment_intents``, ``/v1/charges``) under Stripe's
+    idempotency rules; each object it makes is one effect."""
+
+    async def create(request: web.Request) -> web.Response:
+        service = request.app[STRIPE]
+        body = await service.record(request)
+        if not request.headers.get("Authorization", "").startswith("Bearer sk_test_"):
+            return _error("invalid_request_error", "Invalid API Key provided", 401)
+        params = dict(parse_qsl(body.decode()))
+        key = request.headers.get("Idempotency-Key", "")
+        account = request.headers.get("Stripe-Account", PLATFORM_ACCOUNT)
+        scoped_key = (account, "test", key)
+        canonical = orjson.dumps(sorted(params.items()))
+        if scoped_key in service.keys:
+            first_params, status, answer = service.keys[scoped_key]
+            if first_params != canonical:
+                return _error(
+                    "idempotency_error",
+                    "Keys for idempotent requests can only be used with the same parameters",
+                    400,
+                )
+            headers = {"Idempotent-Replayed": "true", "Idempotency-Key": key}
+            return web.Response(
+                status=status, body=answer, content_type="application/json", headers=headers
             )
-        headers = {"Idempotent-Replayed": "true", "Idempotency-Key": key}
-        return web.Response(
-            status=status, body=answer, content_type="application/json", headers=headers
-        )
 
-    def apply() -> web.Response:
-        intent = {
-            "id": f"pi_{next(service._ids):06d}",
-            "object": "payment_intent",
-            "amount": int(params["amount"]),
-            "currency": params["currency"],
-            # confirm=true with a payment method charges at once, as the real API does.
-            "status": "succeeded" if params.get("confirm") == "true" else "requires_payment_method",
-            "metadata": {k[9:-1]: v for k, v in params.items() if k.startswith("metadata[")},
-        }
-        service.intents[str(intent["id"])] = intent
-        service.accounts[str(intent["id"])] = account
-        service.effects.append(intent)
-        answer = orjson.dumps(intent)
-        if key:
-            service.keys[scoped_key] = (canonical, 200, answer)
-        return web.Response(body=answer, content_type="application/json")
+        def apply() -> web.Response:
+            made = new(service, params, account)
+            service.effects.append(made)
+            answer = orjson.dumps(made)
+            if key:
+                service.keys[scoped_key] = (canonical, 200, answer)
+            return web.Response(body=answer, content_type="application/json")
 
-    return await perform(request, service, "create", apply)
+        return await perform(request, service, operation, apply)
+
+    return create
+
+
+create_intent = creating("create", _new_intent)
 
 
 async def retrieve_intent(request: web.Request) -> web.Response:
@@ -123,6 +157,7 @@ def build_stripe_app() -> web.Application:
     app = web.Application()
     app[STRIPE] = StripeService()
     app.router.add_post("/v1/payment_intents", create_intent)
+    app.router.add_post("/v1/charges", creating("charge", _new_charge))
     app.router.add_get("/v1/payment_intents/{id}", retrieve_intent)
     app.router.add_post("/v1/refunds", create_refund)
     return app
