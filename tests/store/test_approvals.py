@@ -110,6 +110,10 @@ def test_a_hold_on_a_lapsed_approval_expires_it_then_asks_again() -> None:
     again = change.approval
     assert (again.state, again.requests, again.requested_ms) == (ApprovalState.AWAITING, 2, 600)
     assert (again.actor, again.note, again.valid_until_ms, again.decided_ms) == ("", "", 0, 0)
+    # Its expiry is told as it expired: approved by alice, until then.
+    told = change.told(EventType.APPROVAL_EXPIRED)
+    assert (told.state, told.actor, told.valid_until_ms) == (ApprovalState.EXPIRED, "alice", 520)
+    assert change.told(EventType.APPROVAL_REQUESTED) is again
 
 
 def test_the_extra_fields_name_the_approval_and_its_decision() -> None:

@@ -213,6 +213,12 @@ async def test_a_hold_on_an_approval_past_its_time_expires_it_then_asks_again(
         EventType.APPROVAL_EXPIRED,
         EventType.APPROVAL_REQUESTED,
     ]
+    # Each event tells the approval as it was at that point: the controller reads the expiry
+    # of an approval the operator gave, then the new request.
+    expired, asked = (await store.read_events(ns))[-2:]
+    assert (expired.state, expired.extra.get("actor")) == ("expired", "alice")
+    assert expired.extra.get("valid_until_ms") == str(approval.valid_until_ms)
+    assert (asked.state, asked.extra.get("actor")) == ("awaiting_approval", None)
 
 
 async def test_the_open_approvals_are_listed_oldest_first(store: Store, ns: str) -> None:

@@ -112,6 +112,15 @@ class Change:
 
     approval: Approval
     events: tuple[EventType, ...]
+    # Set when the step expired the approval before asking for it again: its
+    # ``effect.approval_expired`` tells the approval as it expired (who approved it, until when).
+    expired: Approval | None = None
+
+    def told(self, event: EventType) -> Approval:
+        """The approval as ``event`` tells it: as it was when that event happened."""
+        if event is EventType.APPROVAL_EXPIRED and self.expired is not None:
+            return self.expired
+        return self.approval
 
 
 def held(found: Approval | None, request: HoldRequest, now_ms: int) -> Change | None:
@@ -135,7 +144,8 @@ def held(found: Approval | None, request: HoldRequest, now_ms: int) -> Change | 
         return Change(approval, (requested,))
     lapse = lapsed(found, now_ms)
     if lapse is not None:
-        return Change(_asked_again(lapse.approval, now_ms), (*lapse.events, requested))
+        asked = _asked_again(lapse.approval, now_ms)
+        return Change(asked, (*lapse.events, requested), expired=lapse.approval)
     if found.state in (ApprovalState.USED, ApprovalState.EXPIRED):
         return Change(_asked_again(found, now_ms), (requested,))
     return None

@@ -85,5 +85,5 @@ class MemoryApprovals:
         where = approval.key.agent, approval.approval_id
         tables.approvals[where] = approval, expires_ms(approval, now_ms)
         for type_ in change.events:
-            tables.emit_approval(approval, type_, now_ms)
+            tables.emit_approval(change.told(type_), type_, now_ms)
         return approval

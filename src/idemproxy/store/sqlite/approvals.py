@@ -113,9 +113,10 @@ def write(db: sqlite3.Connection, change: Change, now_ms: int) -> Approval:
             expires_ms(approval, now_ms),
         ),
     )
-    extra, state = approval_extra(approval), approval.state.value
     for type_ in change.events:
-        rows.append_extra_event(db, type_, key, meta, approval.note, state, extra, now_ms)
+        told = change.told(type_)
+        extra, state = approval_extra(told), told.state.value
+        rows.append_extra_event(db, type_, key, meta, told.note, state, extra, now_ms)
     return approval
 
 

@@ -23,6 +23,7 @@ local retention_ms = tonumber(ARGV[14])
 local now = now_ms()
 local state = redis.call('HGET', approval, '{{approval.state}}')
 local events = {}
+local changed = false
 if not state then
   redis.call('HSET', approval, '{{approval.id}}', approval_id,
     '{{approval.effect_id}}', effect_id, '{{approval.fingerprint}}', fingerprint,
@@ -37,7 +38,9 @@ if not state then
   events[1] = 'effect.approval_requested'
 else
   if approval_lapse(approval, now) then
-    events[1] = 'effect.approval_expired'
+    -- Told now, as it expired (who approved it, until when), before the hash is asked anew.
+    approval_emit(approval, stream, cursor, 'effect.approval_expired', now, retention_ms)
+    changed = true
     state = 'expired'
   end
   if state == 'used' or state == 'expired' then
@@ -52,7 +55,7 @@ for i = 1, #events do
   approval_emit(approval, stream, cursor, events[i], now, retention_ms)
 end
 local reply = redis.call('HGETALL', approval)
-if #events > 0 then
+if changed or #events > 0 then
   approval_keep(approval, open)
 end
 return reply

@@ -155,8 +155,8 @@ local function control_reply(control, streak, snapshot)
     redis.call('LRANGE', snapshot, 0, -1)}
 end
 
--- Append an approval's event (store/approvals.py): the approval as the step leaves it, and
--- approval_extra's fields as JSON.
+-- Append an approval's event (store/approvals.py): the approval as it is at that point of the
+-- step (``Change.told``), and approval_extra's fields as JSON.
 local function approval_emit(approval, stream, cursor, event_type, now, retention_ms)
   local f = redis.call('HMGET', approval, '{{approval.effect_id}}', '{{approval.batch}}',
     '{{approval.tool_call}}', '{{approval.action}}', '{{approval.upstream}}',
