@@ -94,7 +94,7 @@ def browser_guard(hosts: HostAllowList, guarded: Guarded = ADMIN_API) -> Middlew
             return await handler(request)
         host = request.headers.get("Host")
         if host is not None and not hosts.admits(host):
-            _refused(request, "foreign Host", guarded)
+            refused(request, "a foreign Host: a web page may be trying to use it", guarded)
             return problem_response(
                 ProblemCode.FOREIGN_HOST,
                 f"{guarded.name} answers to its own names only, and Host: {host!r} is not one of"
@@ -103,7 +103,7 @@ def browser_guard(hosts: HostAllowList, guarded: Guarded = ADMIN_API) -> Middlew
                 " (IDEMPROXY_ADMIN_HOSTS) if it is really the proxy's",
             )
         if not _own_origin(request, host):
-            _refused(request, "cross-origin request", guarded)
+            refused(request, "a cross-origin request: a web page may be trying to use it", guarded)
             return problem_response(
                 ProblemCode.CROSS_ORIGIN_REQUEST,
                 f"{guarded.name} takes no requests from web pages, and this one came from"
@@ -139,9 +139,10 @@ def _own_origin(request: web.Request, host: str | None) -> bool:
     return request.headers.get("Sec-Fetch-Site", "none").lower() in OWN_FETCHES
 
 
-def _refused(request: web.Request, why: str, guarded: Guarded) -> None:
+def refused(request: web.Request, why: str, guarded: Guarded) -> None:
+    """Log a refusal with what a reader needs to find where the request came from."""
     log.warning(
-        "%s refused a %s: a web page may be trying to use it",
+        "%s refused %s",
         guarded.name,
         why,
         extra={

@@ -6,7 +6,8 @@ admin/console/app.py):
 2. **host**: the admin listener's ``Host`` allow-list (admin/forgery.py), against DNS rebinding.
 3. **origin**: a form (any method but GET and HEAD) must come from a console page: an
    ``Origin`` other than the listener's own, or a ``Sec-Fetch-Site`` other than
-   ``same-origin``, is refused before its body is read.
+   ``same-origin``, is refused before its body is read. Stricter than the admin API's check
+   (admin/forgery.py), which admits ``none`` (an address typed by hand): no form is typed.
 4. **session**: every page but sign-in and the stylesheet needs a valid session cookie
    (session.py); a GET without one is sent to sign in, a form refused.
 5. **csrf**: every form of a session carries its CSRF token, compared in constant time.
@@ -17,17 +18,14 @@ Each refusal is an HTML page that says what to do, and a warning in the log.
 from __future__ import annotations
 
 import ipaddress
-import logging
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from idemproxy.admin.console.session import COOKIE, CSRF_FIELD, Sessions
 from idemproxy.admin.console.views import CSRF_TOKEN, PREFIX, SESSION, message, see_other
-from idemproxy.admin.forgery import BODILESS, HostAllowList
+from idemproxy.admin.forgery import BODILESS, Guarded, HostAllowList, refused
 from idemproxy.config.settings import ConsoleReach
-
-log = logging.getLogger(__name__)
 
 SIGN_IN = f"{PREFIX}/signin"
 # Reachable without a session: the sign-in itself, and the stylesheet its page loads.
@@ -41,18 +39,11 @@ def _loopback(remote: str | None) -> bool:
         return False
 
 
+CONSOLE = Guarded("the console", "its own pages")
+
+
 def _refused(request: web.Request, why: str) -> None:
-    log.warning(
-        "the console refused a request: %s",
-        why,
-        extra={
-            "method": request.method,
-            "path": request.path,
-            "host": request.headers.get("Host", ""),
-            "origin": request.headers.get("Origin", ""),
-            "remote": request.remote or "",
-        },
-    )
+    refused(request, why, CONSOLE)
 
 
 def _same_origin(request: web.Request) -> bool:
