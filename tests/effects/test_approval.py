@@ -3,7 +3,7 @@ approval another attempt spent first (the in-process flows are in tests/proxy/te
 
 from __future__ import annotations
 
-from idemproxy.effects.approval import NOT_FORWARDED, approval_link
+from idemproxy.effects.approval import NOT_FORWARDED
 from idemproxy.store.approvals import Approval, DecideRequest
 from idemproxy.store.errors import StoreUnavailable
 from idemproxy.store.journal import AuditEntry
@@ -26,10 +26,6 @@ class TakenElsewhere(MemoryStore):
 class ApprovalsDown(MemoryStore):
     async def get_approval(self, agent: str, approval_id: str) -> Approval | None:
         raise StoreUnavailable("down")
-
-
-def test_the_link_percent_encodes_the_agent() -> None:
-    assert approval_link("team/bot", "ap_1") == "/v1/approvals/team%2Fbot/ap_1"
 
 
 async def test_a_store_that_fails_under_the_gate_sends_nothing(

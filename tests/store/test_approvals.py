@@ -15,6 +15,7 @@ from idemproxy.store.approvals import (
     HoldRequest,
     approval_extra,
     approval_id,
+    approval_link,
     decided,
     expires_ms,
     held,
@@ -130,3 +131,7 @@ def test_an_open_approval_is_kept_for_ever_and_a_settled_one_for_its_keep() -> N
     assert expires_ms(opened(), 50) is None
     assert expires_ms(approved(), 50) is None
     assert expires_ms(dataclasses.replace(approved(), state=ApprovalState.USED), 50) == 1050
+
+
+def test_the_link_percent_encodes_the_agent() -> None:
+    assert approval_link("team/bot", "ap_1") == "/v1/approvals/team%2Fbot/ap_1"

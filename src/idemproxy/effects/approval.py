@@ -18,7 +18,6 @@ since that would mean keeping its credentials.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import quote
 
 from idemproxy.effects.audit import AutoAction, EffectAudit, automatic
 from idemproxy.effects.context import EffectContext
@@ -30,7 +29,14 @@ from idemproxy.metrics import Metrics
 from idemproxy.policies.approval import ApprovalRule, Subject, held_because
 from idemproxy.policies.subject import body_document
 from idemproxy.policies.templates import compile_template
-from idemproxy.store.approvals import Approval, Approvals, ApprovalState, HoldRequest, approval_id
+from idemproxy.store.approvals import (
+    Approval,
+    Approvals,
+    ApprovalState,
+    HoldRequest,
+    approval_id,
+    approval_link,
+)
 from idemproxy.store.errors import StoreError
 from idemproxy.store.protocols import RecordStore
 from idemproxy.store.records import RecordState, Settlement
@@ -45,11 +51,6 @@ class Held:
     rule: ApprovalRule
     reason: str  # the condition that holds, as the operator reads it
     approval_id: str
-
-
-def approval_link(agent: str, approval: str) -> str:
-    """Where the admin API shows the approval."""
-    return f"/v1/approvals/{quote(agent, safe='')}/{approval}"
 
 
 class ApprovalGate:

@@ -11,8 +11,7 @@ import dataclasses
 from typing import Any
 from urllib.parse import quote
 
-from idemproxy.effects.approval import approval_link
-from idemproxy.store.approvals import Approval
+from idemproxy.store.approvals import Approval, approval_link
 from idemproxy.store.journal import DeliveryCursor
 from idemproxy.store.records import EffectEvent, EffectMeta, EffectRecord
 

@@ -27,6 +27,7 @@ import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
+from urllib.parse import quote
 
 from idemproxy.store.journal import AuditEntry
 from idemproxy.store.records import EffectMeta, EventType, RecordKey
@@ -45,6 +46,11 @@ class ApprovalState(StrEnum):
 
 # Awaiting a decision or a use: what the console lists and the agent's repeats wait on.
 OPEN_STATES = frozenset({ApprovalState.AWAITING, ApprovalState.APPROVED})
+
+
+def approval_link(agent: str, approval: str) -> str:
+    """Where the admin API shows the approval: the link of every refusal and document."""
+    return f"/v1/approvals/{quote(agent, safe='')}/{approval}"
 
 
 def approval_id(key: RecordKey, fingerprint: str) -> str:
